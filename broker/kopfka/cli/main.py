@@ -1,0 +1,47 @@
+"""The `kopfka` console script: one entry point, subcommands mirroring Kafka's tools.
+
+Each subcommand lives in its own module and is imported lazily, so `kopfka storage
+format` in an init container does not pay for importing the broker or the operator.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+# subcommand -> (module, help). Each module exposes `add_arguments(parser)` and `run(args) -> int`.
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "serve": ("kopfka.cli.serve", "run a broker and/or controller (kafka-server-start)"),
+    "storage": ("kopfka.cli.storage", "format and inspect log dirs (kafka-storage)"),
+    "topics": ("kopfka.cli.topics", "create, list, describe, alter and delete topics (kafka-topics)"),
+    "configs": ("kopfka.cli.configs", "describe and alter configs (kafka-configs)"),
+    "operator": ("kopfka_operator.cli", "run the Kubernetes operator (kopf)"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(prog="kopfka", description="kopfka: Kafka-compatible broker and operator")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    wanted = argv[0] if argv and not argv[0].startswith("-") else None
+    for name, (module_name, help_text) in SUBCOMMANDS.items():
+        p = sub.add_parser(name, help=help_text)
+        if name == wanted:
+            try:
+                module = importlib.import_module(module_name)
+            except ImportError as exc:
+                print(f"kopfka {name}: unavailable ({exc}); install the matching extra", file=sys.stderr)
+                return 2
+            module.add_arguments(p)
+            p.set_defaults(_run=module.run)
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return 2
+    return int(args._run(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
