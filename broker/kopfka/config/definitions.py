@@ -1,0 +1,132 @@
+"""A small ConfigDef: typed keys with defaults, validators and documentation.
+
+Kafka validates every key of server.properties and of topic configs the same way (type,
+range, enum); this module is that machinery, shared by broker and topic configs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+LONG_MAX = 2**63 - 1
+INT_MAX = 2**31 - 1
+
+
+class ConfigError(ValueError):
+    """An invalid value for a named key; the message always names the key."""
+
+    def __init__(self, key: str, value: object, reason: str) -> None:
+        self.key = key
+        self.value = value
+        self.reason = reason
+        super().__init__(f"Invalid value {value!r} for configuration {key}: {reason}")
+
+
+def _parse_bool(v: str) -> bool:
+    s = v.strip().lower()
+    if s in ("true", "false"):
+        return s == "true"
+    raise ValueError("expected true or false")
+
+
+def _parse_list(v: str) -> list[str]:
+    return [p.strip() for p in v.split(",") if p.strip()]
+
+
+PARSERS: dict[str, Callable[[str], Any]] = {
+    "int": lambda v: int(v.strip()),
+    "long": lambda v: int(v.strip()),
+    "short": lambda v: int(v.strip()),
+    "double": lambda v: float(v.strip()),
+    "boolean": _parse_bool,
+    "string": lambda v: v.strip(),
+    "list": _parse_list,
+    "password": lambda v: v,
+    "class": lambda v: v.strip(),
+}
+
+
+def at_least(minimum: float) -> Callable[[Any], str | None]:
+    return lambda v: None if v >= minimum else f"Value must be at least {minimum}"
+
+
+def between(lo: float, hi: float) -> Callable[[Any], str | None]:
+    return lambda v: None if lo <= v <= hi else f"Value must be in [{lo}, {hi}]"
+
+
+def one_of(*choices: str) -> Callable[[Any], str | None]:
+    def check(v: Any) -> str | None:
+        values = v if isinstance(v, list) else [v]
+        bad = [x for x in values if x not in choices]
+        return f"String must be one of: {', '.join(choices)}" if bad else None
+
+    return check
+
+
+@dataclass(frozen=True)
+class ConfigKey:
+    name: str
+    type: str
+    default: Any
+    doc: str = ""
+    validator: Callable[[Any], str | None] | None = None
+    sensitive: bool = False
+    read_only: bool = False  # not dynamically alterable on a running broker
+
+    def parse(self, raw: Any) -> Any:
+        """Parse a raw (string or already-typed) value and validate it."""
+        if raw is None:
+            value = None
+        elif isinstance(raw, str):
+            try:
+                value = PARSERS[self.type](raw)
+            except (ValueError, KeyError) as exc:
+                raise ConfigError(self.name, raw, f"Expected value of type {self.type}") from exc
+        else:
+            value = raw
+        if value is not None and self.type in ("int", "short") and not -(2**31) <= value <= INT_MAX:
+            raise ConfigError(self.name, raw, "Value out of range for an int")
+        if value is not None and self.validator is not None:
+            problem = self.validator(value)
+            if problem:
+                raise ConfigError(self.name, raw, problem)
+        return value
+
+
+@dataclass
+class ConfigDef:
+    keys: dict[str, ConfigKey] = field(default_factory=dict)
+
+    def define(self, name: str, type: str, default: Any, doc: str = "", **kw: Any) -> ConfigDef:
+        self.keys[name] = ConfigKey(name, type, default, doc, **kw)
+        return self
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.keys
+
+    def parse(self, raw: Mapping[str, Any], *, only_known: bool = True) -> dict[str, Any]:
+        """Parse the known keys of `raw`; unknown keys are left to the caller to report."""
+        out: dict[str, Any] = {}
+        for name, value in raw.items():
+            key = self.keys.get(name)
+            if key is not None:
+                out[name] = key.parse(value)
+            elif not only_known:
+                out[name] = value
+        return out
+
+    def unknown(self, names: Iterable[str]) -> list[str]:
+        return [n for n in names if n not in self.keys]
+
+
+def format_value(value: Any) -> str | None:
+    """Render a typed value the way Kafka's DescribeConfigs shows it."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    return str(value)
