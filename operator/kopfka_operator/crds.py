@@ -1,0 +1,668 @@
+"""CustomResourceDefinitions for KafkaCluster, Topic and Quota, built as data.
+
+The YAML in `crds/` (and the Helm chart's `crds/`, which symlinks to it) is rendered from this
+module by `python -m kopfka_operator.crds`; a test fails when the two drift. Building the
+schemas in Python lets the storage/resources/condition fragments be shared instead of copied.
+
+Everything the operator relies on is validated here (ranges, enums, patterns, unknown fields);
+rules a plain OpenAPI schema cannot say are CEL `x-kubernetes-validations`, repeated in `spec.py`
+so that a cluster without CEL (or a test server) still never renders an invalid spec.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from . import GROUP, VERSION
+from .naming import BROKER_ID_BASE, CONTROLLER_ID_BASE, MAX_BROKERS, MAX_CONTROLLERS
+
+Schema = dict[str, Any]
+
+QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$"
+# Resource requests may be milli-units (cpu: 500m); a disk size never is.
+RESOURCE_QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$"
+
+
+def _obj(
+    props: dict[str, Schema],
+    desc: str,
+    required: list[str] | None = None,
+    validations: list[Schema] | None = None,
+    **extra: Any,
+) -> Schema:
+    schema: Schema = {"type": "object", "description": desc, "properties": props}
+    if required:
+        schema["required"] = required
+    if validations:
+        schema["x-kubernetes-validations"] = validations
+    schema.update(extra)
+    return schema
+
+
+def _cel(rule: str, message: str) -> Schema:
+    """A CEL rule the API server evaluates (spec.py repeats the KafkaCluster ones)."""
+    return {"rule": rule, "message": message}
+
+
+def _int(desc: str, minimum: int | None = None, maximum: int | None = None, **extra: Any) -> Schema:
+    schema: Schema = {"type": "integer", "description": desc}
+    if minimum is not None:
+        schema["minimum"] = minimum
+    if maximum is not None:
+        schema["maximum"] = maximum
+    schema.update(extra)
+    return schema
+
+
+def _str(desc: str, **extra: Any) -> Schema:
+    return {"type": "string", "description": desc, **extra}
+
+
+def _bool(desc: str, default: bool) -> Schema:
+    return {"type": "boolean", "description": desc, "default": default}
+
+
+def _string_map(desc: str) -> Schema:
+    return {"type": "object", "description": desc, "additionalProperties": {"type": "string"}}
+
+
+def _free_form(desc: str, kind: str = "object") -> Schema:
+    """A Kubernetes core type passed through verbatim; the API server validates it on the pod."""
+    if kind == "array":
+        return {
+            "type": "array",
+            "description": desc,
+            "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+        }
+    return {"type": "object", "description": desc, "x-kubernetes-preserve-unknown-fields": True}
+
+
+def _kafka_config(desc: str) -> Schema:
+    return {
+        "type": "object",
+        "description": desc,
+        "additionalProperties": {"x-kubernetes-int-or-string": True},
+    }
+
+
+def _cluster_ref() -> Schema:
+    return _obj(
+        {
+            "name": _str(
+                "Name of the KafkaCluster in the same namespace.", minLength=1, maxLength=253
+            )
+        },
+        "The KafkaCluster this object belongs to (same namespace).",
+        required=["name"],
+    )
+
+
+def _resources() -> Schema:
+    quantities = {
+        "type": "object",
+        "additionalProperties": {
+            "x-kubernetes-int-or-string": True,
+            "pattern": RESOURCE_QUANTITY_PATTERN,
+        },
+    }
+    return _obj(
+        {
+            "requests": {
+                **quantities,
+                "description": "Minimum resources (e.g. cpu: 500m, memory: 2Gi).",
+            },
+            "limits": {**quantities, "description": "Maximum resources."},
+        },
+        "Container resources of the kopfka process (a subset of core/v1 ResourceRequirements).",
+    )
+
+
+def _storage(role: str) -> Schema:
+    volume = _obj(
+        {
+            "id": _int(
+                "Volume id: the PVC template is `data-<id>`, mounted at "
+                "`/var/lib/kopfka/data-<id>`; "
+                "part of the PVC name, so never reuse an id for a different disk.",
+                0,
+                999,
+            ),
+            "size": _str(
+                "Requested capacity (a Kubernetes quantity, e.g. 100Gi).", pattern=QUANTITY_PATTERN
+            ),
+            "storageClass": _str("StorageClass of the claim; the cluster default when omitted."),
+            "deleteClaim": _bool(
+                "Delete this volume's PVCs when the KafkaCluster is deleted (kept by default).",
+                False,
+            ),
+            "kraftMetadata": _bool(
+                "Put `metadata.log.dir` (the KRaft metadata log) on this volume. At most one "
+                "volume may set it; without one, the lowest id holds the metadata log.",
+                False,
+            ),
+        },
+        "One disk of the JBOD set: a PersistentVolumeClaim per pod.",
+        required=["id", "size"],
+    )
+    return _obj(
+        {
+            "type": _str(
+                "Storage layout; only `jbod` (one or more PVCs per pod) exists.",
+                enum=["jbod"],
+                default="jbod",
+            ),
+            "volumes": {
+                "type": "array",
+                "description": f"The {role} pods' disks; each becomes an entry of `log.dirs`.",
+                "minItems": 1,
+                "maxItems": 32,
+                "items": volume,
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["id"],
+                "x-kubernetes-validations": [
+                    _cel(
+                        "self.filter(v, has(v.kraftMetadata) && v.kraftMetadata).size() <= 1",
+                        "at most one volume may set kraftMetadata",
+                    )
+                ],
+            },
+        },
+        f"Persistent storage of the {role} pods. Volumes are fixed once the pods exist "
+        "(StatefulSet volumeClaimTemplates cannot change).",
+        required=["volumes"],
+    )
+
+
+def _role(role: str, replicas: Schema, extra: dict[str, Schema] | None = None) -> Schema:
+    props: dict[str, Schema] = {
+        "replicas": replicas,
+        "storage": _storage(role),
+        "resources": _resources(),
+    }
+    props.update(extra or {})
+    return _obj(props, f"The {role} pool: one StatefulSet.", required=["storage"])
+
+
+def _listeners() -> Schema:
+    listener = _obj(
+        {
+            "name": _str(
+                "Listener name, upper case (also the Service port name, lower-cased). "
+                "CONTROLLER and REPLICATION are the operator's own "
+                "(controller quorum on 9093, inter-broker traffic on 9091).",
+                pattern=r"^[A-Z](_?[A-Z0-9])*$",
+                maxLength=15,
+            ),
+            "port": _int("Container and Service port.", 1024, 65535),
+            "protocol": _str("Security protocol.", enum=["PLAINTEXT"], default="PLAINTEXT"),
+        },
+        "A client listener, exposed on each broker pod and on the bootstrap Service.",
+        required=["name", "port"],
+    )
+    return {
+        "type": "array",
+        "description": "Client listeners. Each is advertised with the pod's stable DNS name.",
+        "minItems": 1,
+        "maxItems": 8,
+        "default": [{"name": "CLIENT", "port": 9092, "protocol": "PLAINTEXT"}],
+        "items": listener,
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["name"],
+        "x-kubernetes-validations": [
+            _cel(
+                "self.all(l, !(l.name in ['CONTROLLER', 'REPLICATION']))",
+                "listener names CONTROLLER and REPLICATION are reserved",
+            ),
+            _cel(
+                "self.all(l, !(l.port in [8080, 9091, 9093]))",
+                "ports 8080, 9091 and 9093 are reserved (http, replication, quorum)",
+            ),
+            _cel(
+                "self.all(a, self.filter(b, b.port == a.port).size() == 1)",
+                "listener ports must be distinct",
+            ),
+        ],
+    }
+
+
+def _pod_template() -> Schema:
+    return _obj(
+        {
+            "annotations": _string_map("Extra pod annotations."),
+            "labels": _string_map("Extra pod labels (the operator's own labels win)."),
+            "affinity": _free_form("core/v1 Affinity of the pods."),
+            "tolerations": _free_form("core/v1 Tolerations of the pods.", "array"),
+            "nodeSelector": _string_map("core/v1 nodeSelector of the pods."),
+            "topologySpreadConstraints": _free_form("core/v1 TopologySpreadConstraints.", "array"),
+            "priorityClassName": _str("PriorityClass of the pods."),
+            "terminationGracePeriodSeconds": _int(
+                "Time a pod gets after SIGTERM for kopfka's controlled shutdown (moving "
+                "leadership away, flushing logs) before it is killed.",
+                30,
+                86400,
+                default=300,
+            ),
+        },
+        "Overrides applied to every pod the operator creates for this cluster.",
+    )
+
+
+def _conditions() -> Schema:
+    condition = _obj(
+        {
+            "type": _str("Ready, Reconciling or Warning."),
+            "status": _str("Condition status.", enum=["True", "False", "Unknown"]),
+            "reason": _str("One CamelCase word a program can match."),
+            "message": _str("What happened, for humans."),
+            "lastTransitionTime": _str("When status last changed.", format="date-time"),
+            "observedGeneration": _int("metadata.generation this condition was computed for.", 0),
+        },
+        "A status condition.",
+        required=["type", "status"],
+    )
+    return {
+        "type": "array",
+        "description": "Ready, Reconciling and Warning conditions.",
+        "items": condition,
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["type"],
+    }
+
+
+def _role_status(role: str, with_selector: bool = False) -> Schema:
+    props: dict[str, Schema] = {
+        "replicas": _int(f"Desired {role} pods.", 0),
+        "readyReplicas": _int(f"Ready {role} pods (from the StatefulSet status).", 0),
+        "nodeIds": {
+            "type": "array",
+            "description": f"node.id of each {role} pod.",
+            "items": {"type": "integer"},
+        },
+    }
+    if with_selector:
+        props["selector"] = _str("Label selector of the pods (for the scale subresource / HPA).")
+    return _obj(props, f"The {role} pool as observed.")
+
+
+def _kafkacluster_spec() -> Schema:
+    broker_replicas = _int(
+        f"Number of broker pods. Broker node.id = {BROKER_ID_BASE} + pod ordinal "
+        f"(in combined mode too). Driven by the scale subresource.",
+        0,
+        MAX_BROKERS,
+        default=3,
+    )
+    controller_replicas = _int(
+        f"Number of KRaft controller pods (odd: 1, 3 or 5 for a majority quorum). Controller "
+        f"node.id = {CONTROLLER_ID_BASE} + pod ordinal, so it never collides with a broker id.",
+        1,
+        MAX_CONTROLLERS,
+        default=3,
+    )
+    rack = _obj(
+        {
+            "topologyKey": _str(
+                "Node label whose value spreads replicas (e.g. topology.kubernetes.io/zone).",
+                minLength=1,
+            )
+        },
+        "Spread broker pods over this topology key (one per domain where possible).",
+        required=["topologyKey"],
+    )
+    return _obj(
+        {
+            "image": _str(
+                "Container image with the `kopfka` entry point; defaults to the operator's own "
+                "image.",
+                minLength=1,
+            ),
+            "imagePullPolicy": _str(
+                "Image pull policy.",
+                enum=["Always", "IfNotPresent", "Never"],
+                default="IfNotPresent",
+            ),
+            "imagePullSecrets": {
+                "type": "array",
+                "description": "Secrets for pulling the image.",
+                "items": _obj(
+                    {"name": _str("Secret name.", minLength=1)},
+                    "A Secret reference.",
+                    required=["name"],
+                ),
+            },
+            "mode": _str(
+                "`dedicated`: separate controller and broker StatefulSets; `combined`: the broker "
+                "pods also run the controller role (small clusters; `controllers` must be "
+                "omitted).",
+                enum=["dedicated", "combined"],
+                default="dedicated",
+            ),
+            "controllers": _role("controller", controller_replicas),
+            "brokers": _role("broker", broker_replicas, {"rack": rack}),
+            "listeners": _listeners(),
+            "config": _kafka_config(
+                "server.properties overrides (strings or integers). Keys the operator writes — "
+                "node.id, process.roles, listeners, advertised.listeners, "
+                "listener.security.protocol.map, controller.listener.names, "
+                "inter.broker.listener.name, controller.quorum.*, log.dirs, log.dir, "
+                "metadata.log.dir, broker.rack, kopfka.http.listener — are rejected."
+            ),
+            "metrics": _obj(
+                {
+                    "enabled": _bool(
+                        "Annotate pods for Prometheus scraping of GET /metrics on port 8080.", True
+                    )
+                },
+                "Prometheus metrics.",
+            ),
+            "podTemplate": _pod_template(),
+        },
+        "Desired state of a kopfka cluster.",
+        required=["brokers"],
+        validations=[
+            _cel(
+                "self.mode == 'dedicated' ? has(self.controllers) : !has(self.controllers)",
+                "dedicated mode needs spec.controllers; combined mode must omit it",
+            ),
+            _cel(
+                f"self.mode == 'dedicated' || "
+                f"(self.brokers.replicas >= 1 && self.brokers.replicas <= {MAX_CONTROLLERS})",
+                f"combined mode runs 1 to {MAX_CONTROLLERS} nodes (all are voters)",
+            ),
+        ],
+    )
+
+
+def _kafkacluster_status() -> Schema:
+    return _obj(
+        {
+            "observedGeneration": _int("metadata.generation last reconciled.", 0),
+            "clusterId": _str("Kafka cluster id, generated once (22-char base64url UUID)."),
+            "initialControllers": _str(
+                "The `--initial-controllers` voter set (ID@HOST:PORT:DIRECTORY_ID,...) generated "
+                "with the cluster id and used when formatting the first controllers' disks."
+            ),
+            "bootstrapServers": _str("host:port list of the bootstrap Service for clients."),
+            "conditions": _conditions(),
+            "controllers": _role_status("controller"),
+            "brokers": _role_status("broker", with_selector=True),
+        },
+        "Observed state, written by the operator.",
+    )
+
+
+def _printer(name: str, type_: str, path: str, desc: str, priority: int = 0) -> Schema:
+    column: Schema = {"name": name, "type": type_, "jsonPath": path, "description": desc}
+    if priority:
+        column["priority"] = priority
+    return column
+
+
+def _age() -> Schema:
+    return _printer("Age", "date", ".metadata.creationTimestamp", "Time since creation.")
+
+
+def _ready_column() -> Schema:
+    return _printer(
+        "Ready", "string", '.status.conditions[?(@.type=="Ready")].status', "Ready condition."
+    )
+
+
+def _crd(
+    kind: str,
+    plural: str,
+    short: list[str],
+    spec: Schema,
+    status: Schema,
+    columns: list[Schema],
+    desc: str,
+    scale: Schema | None = None,
+) -> Schema:
+    subresources: Schema = {"status": {}}
+    if scale:
+        subresources["scale"] = scale
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": f"{plural}.{GROUP}",
+            "labels": {"app.kubernetes.io/part-of": "kopfka"},
+        },
+        "spec": {
+            "group": GROUP,
+            "scope": "Namespaced",
+            "names": {
+                "kind": kind,
+                "listKind": f"{kind}List",
+                "plural": plural,
+                "singular": kind.lower(),
+                "shortNames": short,
+                "categories": ["kopfka"],
+            },
+            "versions": [
+                {
+                    "name": VERSION,
+                    "served": True,
+                    "storage": True,
+                    "subresources": subresources,
+                    "additionalPrinterColumns": columns,
+                    "schema": {
+                        "openAPIV3Schema": _obj(
+                            {
+                                "apiVersion": {"type": "string"},
+                                "kind": {"type": "string"},
+                                "metadata": {"type": "object"},
+                                "spec": spec,
+                                "status": status,
+                            },
+                            desc,
+                            required=["spec"],
+                        )
+                    },
+                }
+            ],
+        },
+    }
+
+
+def _simple_status(extra: dict[str, Schema] | None = None) -> Schema:
+    props: dict[str, Schema] = {
+        "observedGeneration": _int("metadata.generation last reconciled.", 0),
+        "conditions": _conditions(),
+    }
+    props.update(extra or {})
+    return _obj(props, "Observed state, written by the operator.")
+
+
+def kafkacluster_crd() -> Schema:
+    return _crd(
+        "KafkaCluster",
+        "kafkaclusters",
+        ["kc", "kafka"],
+        _kafkacluster_spec(),
+        _kafkacluster_status(),
+        [
+            _printer("Mode", "string", ".spec.mode", "dedicated or combined."),
+            _printer("Brokers", "integer", ".spec.brokers.replicas", "Desired broker pods."),
+            _printer(
+                "Ready-Brokers", "integer", ".status.brokers.readyReplicas", "Ready broker pods."
+            ),
+            _ready_column(),
+            _printer(
+                "Bootstrap", "string", ".status.bootstrapServers", "Client bootstrap servers.", 1
+            ),
+            _printer("Cluster-Id", "string", ".status.clusterId", "Kafka cluster id.", 1),
+            _age(),
+        ],
+        "A Kafka-compatible cluster run by kopfka: KRaft controllers and brokers on JBOD.",
+        scale={
+            "specReplicasPath": ".spec.brokers.replicas",
+            "statusReplicasPath": ".status.brokers.replicas",
+            "labelSelectorPath": ".status.brokers.selector",
+        },
+    )
+
+
+def topic_crd() -> Schema:
+    spec = _obj(
+        {
+            "clusterRef": _cluster_ref(),
+            "topicName": _str(
+                "Kafka topic name; metadata.name when omitted (Kafka allows characters a "
+                "Kubernetes name cannot hold, e.g. `_` and upper case).",
+                pattern=r"^[a-zA-Z0-9._-]{1,249}$",
+            ),
+            "partitions": _int(
+                "Partition count (only ever increased); broker default when omitted.", 1, 1_000_000
+            ),
+            "replicationFactor": _int(
+                "Replicas per partition; broker default when omitted.", 1, 32767
+            ),
+            "config": _kafka_config("Topic configs (e.g. retention.ms, cleanup.policy)."),
+        },
+        "Desired state of a Kafka topic (reconciled by a later operator version).",
+        required=["clusterRef"],
+    )
+    return _crd(
+        "Topic",
+        "topics",
+        ["kt"],
+        spec,
+        _simple_status({"topicId": _str("Kafka topic id.")}),
+        [
+            _printer("Cluster", "string", ".spec.clusterRef.name", "Owning KafkaCluster."),
+            _printer("Partitions", "integer", ".spec.partitions", "Partition count."),
+            _printer("Replication", "integer", ".spec.replicationFactor", "Replication factor."),
+            _ready_column(),
+            _age(),
+        ],
+        "A Kafka topic of a kopfka cluster.",
+    )
+
+
+def _entity_ref(what: str) -> Schema:
+    return _obj(
+        {
+            "name": _str(f"The {what} this quota applies to.", minLength=1),
+            "default": {
+                "type": "boolean",
+                "description": f"The default quota for every {what}.",
+                "enum": [True],
+            },
+        },
+        f"A named {what}, or `default: true` for the default of all {what}s.",
+        minProperties=1,
+        maxProperties=1,
+    )
+
+
+def quota_crd() -> Schema:
+    rate = "number"
+    spec = _obj(
+        {
+            "clusterRef": _cluster_ref(),
+            "entity": _obj(
+                {
+                    "user": _entity_ref("user principal"),
+                    "clientId": _entity_ref("client id"),
+                    "ip": _entity_ref("client IP address"),
+                },
+                "Who is limited: a user, a client id, both (user + client id), or an IP address.",
+                minProperties=1,
+                validations=[
+                    _cel(
+                        "has(self.ip) ? !has(self.user) && !has(self.clientId) : true",
+                        "an ip quota cannot be combined with user or clientId",
+                    )
+                ],
+            ),
+            "producerByteRate": {
+                "type": rate,
+                "minimum": 0,
+                "description": "Produce bytes per second per broker.",
+            },
+            "consumerByteRate": {
+                "type": rate,
+                "minimum": 0,
+                "description": "Fetch bytes per second per broker.",
+            },
+            "requestPercentage": {
+                "type": rate,
+                "minimum": 0,
+                "description": "Percent of one request-handler/network thread.",
+            },
+            "controllerMutationRate": {
+                "type": rate,
+                "minimum": 0,
+                "description": "Partition mutations per second.",
+            },
+            "connectionCreationRate": {
+                "type": rate,
+                "minimum": 0,
+                "description": "New connections per second (ip entities only).",
+            },
+        },
+        "Kafka client quotas for one entity (reconciled by a later operator version).",
+        required=["clusterRef", "entity"],
+        anyOf=[
+            {"required": [key]}
+            for key in (
+                "producerByteRate",
+                "consumerByteRate",
+                "requestPercentage",
+                "controllerMutationRate",
+                "connectionCreationRate",
+            )
+        ],
+    )
+    return _crd(
+        "Quota",
+        "quotas",
+        ["kq"],
+        spec,
+        _simple_status(),
+        [
+            _printer("Cluster", "string", ".spec.clusterRef.name", "Owning KafkaCluster."),
+            _ready_column(),
+            _age(),
+        ],
+        "Client quotas of a kopfka cluster.",
+    )
+
+
+ALL_CRDS = {
+    "kafkaclusters": kafkacluster_crd,
+    "topics": topic_crd,
+    "quotas": quota_crd,
+}
+
+
+def render(plural: str) -> str:
+    """The YAML text of one CRD file, exactly as committed in `crds/`."""
+    header = "# Generated by `python -m kopfka_operator.crds --write crds`; do not edit.\n"
+    return header + yaml.safe_dump(ALL_CRDS[plural](), sort_keys=False, width=100)
+
+
+def file_name(plural: str) -> str:
+    return f"{GROUP}_{plural}.yaml"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--write", metavar="DIR", type=Path, help="write the CRD files into DIR")
+    args = parser.parse_args(argv)
+    for plural in ALL_CRDS:
+        if args.write:
+            (args.write / file_name(plural)).write_text(render(plural))
+        else:
+            sys.stdout.write("---\n" + render(plural))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,150 @@
+"""kopf handlers for KafkaCluster, registered into a given registry.
+
+Registering into an explicit `kopf.OperatorRegistry` (instead of kopf's global one at import
+time) lets the CLI and the tests each build an operator with its own login and settings.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import kopf
+
+from . import GROUP, VERSION
+from .kube import ApiError, KubeApi
+from .naming import LABEL_CLUSTER, MANAGED_BY
+from .reconcile import delete_claims, reconcile, refresh_status
+
+PLURAL = "kafkaclusters"
+CHILD_LABELS: dict[str, Any] = {
+    LABEL_CLUSTER: kopf.PRESENT,
+    "app.kubernetes.io/managed-by": MANAGED_BY,
+}
+LoginFn = Callable[..., Awaitable[kopf.ConnectionInfo | None]]
+
+
+@dataclass
+class OperatorConfig:
+    default_image: str | None = field(
+        default_factory=lambda: os.environ.get("KOPFKA_DEFAULT_IMAGE")
+    )
+    # Full re-render of every cluster this often: heals children deleted or edited by hand.
+    resync_seconds: float = 300.0
+
+
+def configure_settings(settings: kopf.OperatorSettings) -> None:
+    """Keep kopf's bookkeeping in kopfka.io annotations, so the status schema stays strict."""
+    settings.persistence.finalizer = f"{GROUP}/finalizer"
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=GROUP, key="last-handled-configuration"
+    )
+    settings.posting.level = logging.WARNING
+
+
+async def default_login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+    """In-cluster service account first, then kubeconfig (via the kubernetes client if present)."""
+    info = kopf.login_with_service_account(**kwargs)
+    if info is None:
+        try:
+            info = kopf.login_via_client(**kwargs)
+        except ImportError:
+            info = kopf.login_with_kubeconfig(**kwargs)
+    return info
+
+
+def _retry_on_api_errors(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """API hiccups are temporary: let kopf retry the handler instead of giving up."""
+
+    @functools.wraps(fn)
+    async def wrapper(**kwargs: Any) -> Any:
+        try:
+            return await fn(**kwargs)
+        except ApiError as exc:
+            if exc.status in (400, 403, 422):
+                raise kopf.TemporaryError(f"API refused: {exc}", delay=60) from exc
+            raise kopf.TemporaryError(f"API error: {exc}", delay=5) from exc
+        except aiohttp.ClientError as exc:
+            raise kopf.TemporaryError(f"API unreachable: {exc}", delay=5) from exc
+
+    return wrapper
+
+
+def register(
+    registry: kopf.OperatorRegistry,
+    config: OperatorConfig | None = None,
+    login: LoginFn = default_login,
+) -> None:
+    cfg = config or OperatorConfig()
+    apis: dict[str, KubeApi] = {}
+
+    def api() -> KubeApi:
+        if "current" not in apis:
+            raise kopf.TemporaryError("not logged in yet", delay=1)
+        return apis["current"]
+
+    @kopf.on.startup(registry=registry)
+    async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
+        configure_settings(settings)
+
+    @kopf.on.login(registry=registry)
+    async def login_handler(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        info = await login(**kwargs)
+        if info is not None:
+            old = apis.get("current")
+            apis["current"] = KubeApi(info)
+            if old is not None:
+                await old.close()
+        return info
+
+    @kopf.on.cleanup(registry=registry)
+    async def cleanup(**_: Any) -> None:
+        if "current" in apis:
+            await apis.pop("current").close()
+
+    @kopf.on.resume(GROUP, VERSION, PLURAL, registry=registry)
+    @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry)
+    @kopf.on.update(GROUP, VERSION, PLURAL, registry=registry)
+    @_retry_on_api_errors
+    async def apply_spec(body: kopf.Body, **_: Any) -> None:
+        await reconcile(api(), body, cfg.default_image)
+
+    @kopf.timer(
+        GROUP,
+        VERSION,
+        PLURAL,
+        registry=registry,
+        interval=cfg.resync_seconds,
+        initial_delay=cfg.resync_seconds,
+    )
+    @_retry_on_api_errors
+    async def resync(body: kopf.Body, **_: Any) -> None:
+        if not body.metadata.get("deletionTimestamp"):
+            await reconcile(api(), body, cfg.default_image)
+
+    @kopf.on.delete(GROUP, VERSION, PLURAL, registry=registry)
+    @_retry_on_api_errors
+    async def deleted(body: kopf.Body, logger: logging.Logger, **_: Any) -> None:
+        claims = await delete_claims(api(), body)
+        if claims:
+            logger.info("deleted PVCs of deleteClaim volumes: %s", ", ".join(claims))
+
+    @kopf.on.event("apps", "v1", "statefulsets", labels=CHILD_LABELS, registry=registry)
+    @kopf.on.event("v1", "pods", labels=CHILD_LABELS, registry=registry)
+    @_retry_on_api_errors
+    async def child_changed(body: kopf.Body, **_: Any) -> None:
+        """Ready counts and init-container failures flow into the owner's status."""
+        name = body.metadata.labels.get(LABEL_CLUSTER)
+        namespace = body.metadata.namespace
+        if not name or not namespace:
+            return
+        owner = await api().get("KafkaCluster", namespace, name)
+        if owner is None or owner["metadata"].get("deletionTimestamp"):
+            return
+        await refresh_status(api(), namespace, name, cfg.default_image)

@@ -1,0 +1,106 @@
+"""server.properties per role, and the per-pod values the container computes at start.
+
+One ConfigMap serves every pod of a StatefulSet: the keys that differ per pod (`node.id`,
+`advertised.listeners`) are passed as `--override` by the container's shell wrapper, which
+derives them from the pod name (downward API), as docs/runtime-contract.md allows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from ..naming import (
+    CONTROLLER_PORT,
+    HTTP_PORT,
+    REPLICATION_PORT,
+    config_map_name,
+    data_dir,
+    pod_host,
+)
+from ..spec import Pool
+from .common import Cluster, Manifest, metadata
+
+CONTROLLER_LISTENER = "CONTROLLER"
+REPLICATION_LISTENER = "REPLICATION"
+CLUSTER_ID_KEY = "cluster.id"
+INITIAL_CONTROLLERS_KEY = "initial.controllers"
+
+
+def quorum_bootstrap_servers(cluster: Cluster) -> str:
+    voters = cluster.spec.voters
+    return ",".join(
+        f"{pod_host(cluster.name, voters.role, i, cluster.namespace)}:{CONTROLLER_PORT}"
+        for i in range(voters.replicas)
+    )
+
+
+def listener_ports(cluster: Cluster, pool: Pool) -> dict[str, int]:
+    """Listener name -> port for one role, operator-owned listeners included."""
+    ports: dict[str, int] = {}
+    if pool.is_broker:
+        ports.update({lst.name: lst.port for lst in cluster.spec.listeners})
+        ports[REPLICATION_LISTENER] = REPLICATION_PORT
+    if pool.is_voter:
+        ports[CONTROLLER_LISTENER] = CONTROLLER_PORT
+    return ports
+
+
+def advertised_listeners_template(cluster: Cluster, pool: Pool) -> str:
+    """`advertised.listeners` with `${host}` left for the pod's shell wrapper to expand."""
+    return ",".join(
+        f"{name}://${{host}}:{port}" for name, port in listener_ports(cluster, pool).items()
+    )
+
+
+def server_properties(cluster: Cluster, pool: Pool) -> str:
+    ports = listener_ports(cluster, pool)
+    protocols = {lst.name: lst.protocol for lst in cluster.spec.listeners}
+    owned: dict[str, str] = {
+        "process.roles": "broker,controller" if pool.role == "combined" else pool.role,
+        "listeners": ",".join(f"{name}://:{port}" for name, port in ports.items()),
+        "listener.security.protocol.map": ",".join(
+            f"{name}:{protocols.get(name, 'PLAINTEXT')}"
+            for name in [
+                *ports,
+                *([CONTROLLER_LISTENER] if CONTROLLER_LISTENER not in ports else []),
+            ]
+        ),
+        "controller.listener.names": CONTROLLER_LISTENER,
+        "controller.quorum.bootstrap.servers": quorum_bootstrap_servers(cluster),
+        "log.dirs": ",".join(data_dir(v.id) for v in pool.volumes),
+        "metadata.log.dir": data_dir(pool.metadata_volume.id),
+        "kopfka.http.listener": f"0.0.0.0:{HTTP_PORT}",
+    }
+    if pool.is_broker:
+        owned["inter.broker.listener.name"] = REPLICATION_LISTENER
+    lines = [
+        f"# Rendered by kopfka-operator for KafkaCluster {cluster.namespace}/{cluster.name} "
+        f"({pool.role}); edits are overwritten.",
+        "# node.id and advertised.listeners are per pod: passed with --override at start.",
+    ]
+    lines += [f"{key}={value}" for key, value in owned.items()]
+    if cluster.spec.config:
+        lines.append("# spec.config")
+        lines += [f"{key}={cluster.spec.config[key]}" for key in sorted(cluster.spec.config)]
+    return "\n".join(lines) + "\n"
+
+
+def config_hash(text: str) -> str:
+    """Stamped on the pod template so a later rolling restart can tell stale pods apart."""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def config_map(cluster: Cluster, pool: Pool) -> Manifest:
+    """Also records the generated ids, so they survive a KafkaCluster status that was lost."""
+    data = {
+        "server.properties": server_properties(cluster, pool),
+        CLUSTER_ID_KEY: cluster.cluster_id,
+    }
+    if pool.is_voter:
+        data[INITIAL_CONTROLLERS_KEY] = cluster.initial_controllers
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": metadata(cluster, config_map_name(cluster.name, pool.role), pool),
+        "data": data,
+    }

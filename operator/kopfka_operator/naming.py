@@ -1,0 +1,87 @@
+"""Names, labels, ports and node-id ranges shared by the manifests, the status and the CRDs.
+
+Node ids come from the StatefulSet ordinal plus a per-role base. Brokers start at 0 because
+their ids show up in every partition assignment users read; controllers start at 1000 and the
+broker count is capped below that, so the two ranges can never overlap.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+Role = Literal["controller", "broker", "combined"]
+
+BROKER_ID_BASE = 0
+CONTROLLER_ID_BASE = 1000
+MAX_BROKERS = CONTROLLER_ID_BASE - BROKER_ID_BASE
+MAX_CONTROLLERS = 9
+
+CONTROLLER_PORT = 9093
+REPLICATION_PORT = 9091
+HTTP_PORT = 8080
+
+CONFIG_DIR = "/etc/kopfka"
+CONFIG_FILE = f"{CONFIG_DIR}/server.properties"
+DATA_ROOT = "/var/lib/kopfka"
+
+MANAGED_BY = "kopfka-operator"
+LABEL_CLUSTER = "kopfka.io/cluster"
+LABEL_ROLE = "kopfka.io/role"
+LABEL_VOLUME = "kopfka.io/volume"
+
+
+def node_id_base(role: Role) -> int:
+    return CONTROLLER_ID_BASE if role == "controller" else BROKER_ID_BASE
+
+
+def pool_name(cluster: str, role: Role) -> str:
+    """StatefulSet, headless Service, ConfigMap prefix and PDB name of one role."""
+    return f"{cluster}-{role}"
+
+
+def config_map_name(cluster: str, role: Role) -> str:
+    return f"{pool_name(cluster, role)}-config"
+
+
+def bootstrap_service_name(cluster: str) -> str:
+    return f"{cluster}-bootstrap"
+
+
+def service_account_name(cluster: str) -> str:
+    return f"{cluster}-kopfka"
+
+
+def volume_name(volume_id: int) -> str:
+    return f"data-{volume_id}"
+
+
+def data_dir(volume_id: int) -> str:
+    return f"{DATA_ROOT}/{volume_name(volume_id)}"
+
+
+def pod_host(cluster: str, role: Role, ordinal: int, namespace: str) -> str:
+    """Stable DNS name of a pod behind its role's headless Service."""
+    pool = pool_name(cluster, role)
+    return f"{pool}-{ordinal}.{pool}.{namespace}.svc"
+
+
+def cluster_labels(cluster: str) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "kopfka",
+        "app.kubernetes.io/instance": cluster,
+        "app.kubernetes.io/managed-by": MANAGED_BY,
+        LABEL_CLUSTER: cluster,
+    }
+
+
+def selector_labels(cluster: str, role: Role) -> dict[str, str]:
+    """The immutable pod selector of a role's StatefulSet, Services and PDB."""
+    return {LABEL_CLUSTER: cluster, LABEL_ROLE: role}
+
+
+def role_labels(cluster: str, role: Role) -> dict[str, str]:
+    return {**cluster_labels(cluster), "app.kubernetes.io/component": role, LABEL_ROLE: role}
+
+
+def label_selector(labels: dict[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))

@@ -1,0 +1,283 @@
+"""Make the children match the rendered manifests, and keep the status in step.
+
+Idempotence: every child carries a hash of what the operator last applied; a child whose hash
+matches and whose fields still contain the desired ones is left alone, so a reconcile that has
+nothing to do sends no writes at all. Changes are sent as server-side apply (the API server then
+also drops fields the operator stopped rendering); where that verb is unknown (test servers),
+creation falls back to POST.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from .ids import initial_controllers, new_kafka_uuid
+from .kube import ApiError, KubeApi
+from .manifests import Cluster, Manifest, build_children
+from .manifests.config import CLUSTER_ID_KEY, INITIAL_CONTROLLERS_KEY
+from .naming import LABEL_CLUSTER, LABEL_ROLE, LABEL_VOLUME, MANAGED_BY, config_map_name
+from .spec import ClusterSpec, SpecError, parse_spec
+from .status import Observed, build_status
+
+HASH_ANNOTATION = "kopfka.io/applied-hash"
+FIELD_MANAGER = MANAGED_BY
+# StatefulSet fields the API server refuses to change; a difference is reported, not applied.
+STS_IMMUTABLE = ("selector", "serviceName", "podManagementPolicy", "volumeClaimTemplates")
+
+log = logging.getLogger(__name__)
+
+
+def manifest_hash(manifest: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(manifest, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def contains(actual: Any, desired: Any) -> bool:
+    """Whether `actual` holds every field of `desired` (server-side defaults may add more)."""
+    if isinstance(desired, Mapping):
+        return isinstance(actual, Mapping) and all(
+            key in actual and contains(actual[key], value) for key, value in desired.items()
+        )
+    if isinstance(desired, list):
+        return (
+            isinstance(actual, list)
+            and len(actual) == len(desired)
+            and all(contains(a, d) for a, d in zip(actual, desired, strict=True))
+        )
+    return bool(actual == desired)
+
+
+def _claims_summary(sts: Mapping[str, Any]) -> list[tuple[str, str, str | None]]:
+    return [
+        (
+            (vct.get("metadata") or {}).get("name", ""),
+            str(
+                ((vct.get("spec") or {}).get("resources") or {}).get("requests", {}).get("storage")
+            ),
+            (vct.get("spec") or {}).get("storageClassName"),
+        )
+        for vct in (sts.get("spec") or {}).get("volumeClaimTemplates") or []
+    ]
+
+
+def immutable_drift(desired: Mapping[str, Any], existing: Mapping[str, Any]) -> str | None:
+    """Why a rendered StatefulSet cannot be applied as is (its storage changed), or None."""
+    if _claims_summary(desired) != _claims_summary(existing):
+        return (
+            f"StatefulSet {desired['metadata']['name']}: JBOD volumes changed from "
+            f"{_claims_summary(existing)} to {_claims_summary(desired)}; volumeClaimTemplates are "
+            "immutable, the storage change is not applied"
+        )
+    return None
+
+
+async def apply_child(api: KubeApi, desired: Manifest) -> tuple[str, str | None]:
+    """Create or update one child; returns (what happened, warning or None)."""
+    meta = desired["metadata"]
+    kind, ns, name = desired["kind"], meta["namespace"], meta["name"]
+    body = copy.deepcopy(desired)
+    existing = await api.get(kind, ns, name)
+    warning = None
+    if existing is not None and kind == "StatefulSet":
+        warning = immutable_drift(desired, existing)
+        if warning:  # keep what the server has for the fields it will not change
+            for key in STS_IMMUTABLE:
+                if key in existing.get("spec", {}):
+                    body["spec"][key] = existing["spec"][key]
+    digest = manifest_hash(body)
+    body["metadata"].setdefault("annotations", {})[HASH_ANNOTATION] = digest
+    if existing is None:
+        await api.create(ns, body)
+        return "created", warning
+    annotations = (existing.get("metadata") or {}).get("annotations") or {}
+    if annotations.get(HASH_ANNOTATION) == digest and contains(existing, body):
+        return "unchanged", warning
+    await api.apply(kind, ns, name, body, FIELD_MANAGER)
+    return "updated", warning
+
+
+async def ensure_ids(api: KubeApi, body: Mapping[str, Any], spec: ClusterSpec) -> tuple[str, str]:
+    """The cluster id and initial voter set: from the status, else from a ConfigMap the
+    operator wrote earlier (status lost in a restore), else new. Never regenerated once used:
+    formatted disks carry the cluster id."""
+    status = body.get("status") or {}
+    meta = body["metadata"]
+    cluster_id, voters = status.get("clusterId"), status.get("initialControllers")
+    if not cluster_id or voters is None:
+        cm = await api.get(
+            "ConfigMap", meta["namespace"], config_map_name(meta["name"], spec.voters.role)
+        )
+        data = (cm or {}).get("data") or {}
+        cluster_id = cluster_id or data.get(CLUSTER_ID_KEY)
+        voters = voters if voters is not None else data.get(INITIAL_CONTROLLERS_KEY)
+    if not cluster_id:
+        cluster_id = new_kafka_uuid()
+        voters = initial_controllers(meta["name"], meta["namespace"], spec.voters)
+    return cluster_id, voters or ""
+
+
+async def observe(api: KubeApi, namespace: str, name: str) -> Observed:
+    selector = f"{LABEL_CLUSTER}={name}"
+    sets = await api.list("StatefulSet", namespace, selector)
+    pods = await api.list("Pod", namespace, selector)
+    return Observed({s["metadata"]["name"]: s for s in sets}, pods)
+
+
+def _without_times(status: Mapping[str, Any]) -> dict[str, Any]:
+    clean = dict(status)
+    clean["conditions"] = [
+        {k: v for k, v in c.items() if k != "lastTransitionTime"}
+        for c in status.get("conditions", [])
+    ]
+    return clean
+
+
+async def refresh_status(
+    api: KubeApi,
+    namespace: str,
+    name: str,
+    default_image: str | None,
+    *,
+    applied_generation: int | None = None,
+    warnings: list[tuple[str, str]] | None = None,
+) -> dict[str, Any] | None:
+    """Recompute the whole status from a fresh read of the object and its children, and write
+    it if it changed. The write carries the resourceVersion read, so two handlers racing cannot
+    put an older picture over a newer one: the loser re-reads and recomputes."""
+    for _attempt in range(5):
+        body = await api.get("KafkaCluster", namespace, name)
+        if body is None:
+            return None
+        meta = body["metadata"]
+        spec: ClusterSpec | SpecError
+        try:
+            spec = parse_spec(body.get("spec") or {}, default_image)
+        except SpecError as exc:
+            spec = exc
+        observed = await observe(api, namespace, name)
+        found = warnings
+        if found is None and not isinstance(spec, SpecError):
+            found = storage_warnings(body, spec, observed)
+        status = build_status(
+            name,
+            namespace,
+            int(meta.get("generation") or 0),
+            body.get("status") or {},
+            spec,
+            observed,
+            applied_generation=applied_generation,
+            warnings=found or (),
+        )
+        if _without_times(status) == _without_times(body.get("status") or {}):
+            return status
+        patch = {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "status": status}
+        try:
+            await api.patch("KafkaCluster", namespace, name, patch, subresource="status")
+        except ApiError as exc:
+            if exc.status == 409:
+                continue
+            raise
+        return status
+    raise ApiError(409, f"KafkaCluster {namespace}/{name}: status kept changing under the operator")
+
+
+def storage_warnings(
+    body: Mapping[str, Any], spec: ClusterSpec, observed: Observed
+) -> list[tuple[str, str]]:
+    """Storage drift seen from an event handler (it does not render or apply anything)."""
+    status = body.get("status") or {}
+    if not status.get("clusterId"):
+        return []
+    meta = body["metadata"]
+    cluster = Cluster(
+        meta["name"],
+        meta["namespace"],
+        meta.get("uid", ""),
+        status["clusterId"],
+        status.get("initialControllers", ""),
+        spec,
+    )
+    warnings = []
+    for child in build_children(cluster):
+        if child["kind"] == "StatefulSet" and child["metadata"]["name"] in observed.stateful_sets:
+            drift = immutable_drift(child, observed.stateful_sets[child["metadata"]["name"]])
+            if drift:
+                warnings.append(("StorageChangeNotApplied", drift))
+    return warnings
+
+
+async def reconcile(
+    api: KubeApi, body: Mapping[str, Any], default_image: str | None
+) -> dict[str, Any] | None:
+    """Render the spec and apply every child; an invalid spec only updates the status."""
+    meta = body["metadata"]
+    try:
+        spec = parse_spec(body.get("spec") or {}, default_image)
+    except SpecError as exc:
+        log.warning("KafkaCluster %s/%s: %s", meta["namespace"], meta["name"], exc.message)
+        return await refresh_status(api, meta["namespace"], meta["name"], default_image)
+    cluster_id, voters = await ensure_ids(api, body, spec)
+    ids = {"clusterId": cluster_id, "initialControllers": voters}
+    if any((body.get("status") or {}).get(k) != v for k, v in ids.items()):
+        # Recorded before any child uses them, so a crash cannot lead to a second id.
+        await api.patch("KafkaCluster", meta["namespace"], meta["name"], {"status": ids}, "status")
+    cluster = Cluster(meta["name"], meta["namespace"], meta["uid"], cluster_id, voters, spec)
+    warnings = []
+    for child in build_children(cluster):
+        outcome, warning = await apply_child(api, child)
+        if outcome != "unchanged":
+            log.info(
+                "%s %s/%s %s", child["kind"], meta["namespace"], child["metadata"]["name"], outcome
+            )
+        if warning:
+            warnings.append(("StorageChangeNotApplied", warning))
+    return await refresh_status(
+        api,
+        meta["namespace"],
+        meta["name"],
+        default_image,
+        applied_generation=int(meta.get("generation") or 0),
+        warnings=warnings,
+    )
+
+
+def delete_claim_volumes(spec: Mapping[str, Any]) -> dict[str, set[int]]:
+    """Role -> ids of volumes whose PVCs go with the cluster. Lenient: also used for a spec
+    that no longer validates, since the user still expects those claims gone."""
+    combined = spec.get("mode") == "combined"
+    result: dict[str, set[int]] = {}
+    for key, role in (
+        ("controllers", "controller"),
+        ("brokers", "combined" if combined else "broker"),
+    ):
+        volumes = ((spec.get(key) or {}).get("storage") or {}).get("volumes") or []
+        ids = {v.get("id") for v in volumes if isinstance(v, Mapping) and v.get("deleteClaim")}
+        result[role] = {i for i in ids if isinstance(i, int)}
+    return result
+
+
+async def delete_claims(api: KubeApi, body: Mapping[str, Any]) -> list[str]:
+    """Delete the PVCs of `deleteClaim` volumes; every other claim is kept (data outlives the
+    cluster unless the user said otherwise). Other children go by their owner references."""
+    meta = body["metadata"]
+    wanted = delete_claim_volumes(body.get("spec") or {})
+    deleted = []
+    for pvc in await api.list(
+        "PersistentVolumeClaim", meta["namespace"], f"{LABEL_CLUSTER}={meta['name']}"
+    ):
+        labels = pvc["metadata"].get("labels") or {}
+        try:
+            volume = int(labels.get(LABEL_VOLUME, "-1"))
+        except ValueError:
+            continue
+        if volume in wanted.get(labels.get(LABEL_ROLE, ""), set()):
+            await api.delete("PersistentVolumeClaim", meta["namespace"], pvc["metadata"]["name"])
+            deleted.append(pvc["metadata"]["name"])
+    return deleted
+
+
+__all__ = ["ApiError", "delete_claims", "reconcile", "refresh_status"]

@@ -1,0 +1,318 @@
+"""Parse and validate a KafkaCluster spec into typed, immutable dataclasses.
+
+The CRD schema already rejects most mistakes, but not every API server evaluates CEL rules
+(older clusters, test servers) and defaults may be missing when the object was stored before a
+CRD upgrade. So this module re-checks everything the manifests rely on and fills the same
+defaults as the CRD: an invalid spec never reaches the children, it becomes a status message.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .naming import (
+    CONTROLLER_PORT,
+    HTTP_PORT,
+    MAX_BROKERS,
+    MAX_CONTROLLERS,
+    REPLICATION_PORT,
+    Role,
+)
+
+# server.properties keys the operator writes (docs/runtime-contract.md) plus their aliases.
+OWNED_CONFIG_KEYS = frozenset(
+    {
+        "node.id",
+        "broker.id",
+        "process.roles",
+        "listeners",
+        "advertised.listeners",
+        "listener.security.protocol.map",
+        "controller.listener.names",
+        "inter.broker.listener.name",
+        "security.inter.broker.protocol",
+        "controller.quorum.voters",
+        "controller.quorum.bootstrap.servers",
+        "log.dirs",
+        "log.dir",
+        "metadata.log.dir",
+        "broker.rack",
+        "kopfka.http.listener",
+    }
+)
+# Listener names double as Service port names (lower-cased, _ -> -): at most 15 characters.
+LISTENER_NAME = re.compile(r"[A-Z](_?[A-Z0-9])*")
+RESERVED_LISTENER_NAMES = frozenset({"CONTROLLER", "REPLICATION"})
+RESERVED_PORTS = frozenset({CONTROLLER_PORT, REPLICATION_PORT, HTTP_PORT})
+DEFAULT_GRACE_SECONDS = 300
+
+
+class SpecError(ValueError):
+    """A spec the operator refuses to render; `reason` becomes the Warning condition's reason."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Volume:
+    id: int
+    size: str
+    storage_class: str | None = None
+    delete_claim: bool = False
+    kraft_metadata: bool = False
+
+
+@dataclass(frozen=True)
+class Pool:
+    """One StatefulSet's worth of nodes sharing a role, storage layout and resources."""
+
+    role: Role
+    replicas: int
+    volumes: tuple[Volume, ...]
+    resources: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def metadata_volume(self) -> Volume:
+        flagged = [v for v in self.volumes if v.kraft_metadata]
+        return flagged[0] if flagged else min(self.volumes, key=lambda v: v.id)
+
+    @property
+    def is_voter(self) -> bool:
+        return self.role in ("controller", "combined")
+
+    @property
+    def is_broker(self) -> bool:
+        return self.role in ("broker", "combined")
+
+
+@dataclass(frozen=True)
+class Listener:
+    name: str
+    port: int
+    protocol: str = "PLAINTEXT"
+
+
+@dataclass(frozen=True)
+class PodTemplate:
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    affinity: Mapping[str, Any] | None = None
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    topology_spread_constraints: tuple[Mapping[str, Any], ...] = ()
+    priority_class_name: str | None = None
+    termination_grace_period_seconds: int = DEFAULT_GRACE_SECONDS
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    image: str
+    brokers: Pool
+    controllers: Pool | None
+    listeners: tuple[Listener, ...]
+    config: Mapping[str, str]
+    image_pull_policy: str = "IfNotPresent"
+    image_pull_secrets: tuple[str, ...] = ()
+    metrics_enabled: bool = True
+    rack_topology_key: str | None = None
+    pod_template: PodTemplate = field(default_factory=PodTemplate)
+
+    @property
+    def mode(self) -> str:
+        return "combined" if self.controllers is None else "dedicated"
+
+    @property
+    def pools(self) -> tuple[Pool, ...]:
+        return (self.brokers,) if self.controllers is None else (self.controllers, self.brokers)
+
+    @property
+    def voters(self) -> Pool:
+        """The pool whose pods form the KRaft quorum."""
+        return self.controllers or self.brokers
+
+
+def _get(
+    obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], path: str, default: Any = None
+) -> Any:
+    value = obj.get(key, default)
+    if value is not None and (
+        not isinstance(value, kind) or (kind is int and isinstance(value, bool))
+    ):
+        raise SpecError("InvalidSpec", f"{path}.{key} has the wrong type ({type(value).__name__})")
+    return value
+
+
+def _ranged(value: int, lo: int, hi: int, where: str) -> int:
+    if not lo <= value <= hi:
+        raise SpecError("InvalidSpec", f"{where} must be between {lo} and {hi}, got {value}")
+    return value
+
+
+def _volumes(storage: Mapping[str, Any], path: str) -> tuple[Volume, ...]:
+    if _get(storage, "type", str, path, "jbod") != "jbod":
+        raise SpecError("InvalidSpec", f"{path}.type must be jbod")
+    raw = _get(storage, "volumes", list, path) or []
+    if not raw:
+        raise SpecError("InvalidSpec", f"{path}.volumes needs at least one volume")
+    volumes = []
+    for i, item in enumerate(raw):
+        where = f"{path}.volumes[{i}]"
+        if not isinstance(item, Mapping) or "id" not in item or "size" not in item:
+            raise SpecError("InvalidSpec", f"{where} needs an id and a size")
+        volumes.append(
+            Volume(
+                id=_ranged(_get(item, "id", int, where), 0, 999, f"{where}.id"),
+                size=str(_get(item, "size", (str, int), where)),
+                storage_class=_get(item, "storageClass", str, where),
+                delete_claim=bool(_get(item, "deleteClaim", bool, where, False)),
+                kraft_metadata=bool(_get(item, "kraftMetadata", bool, where, False)),
+            )
+        )
+    ids = [v.id for v in volumes]
+    if len(set(ids)) != len(ids):
+        raise SpecError("InvalidSpec", f"{path}.volumes has duplicate ids {sorted(ids)}")
+    if sum(v.kraft_metadata for v in volumes) > 1:
+        raise SpecError("InvalidSpec", f"{path}.volumes: at most one volume may set kraftMetadata")
+    return tuple(sorted(volumes, key=lambda v: v.id))
+
+
+def _pool(
+    raw: Mapping[str, Any], role: Role, path: str, max_replicas: int, min_replicas: int
+) -> Pool:
+    if not isinstance(raw, Mapping):
+        raise SpecError("InvalidSpec", f"{path} must be an object")
+    storage = _get(raw, "storage", Mapping, path)
+    if storage is None:
+        raise SpecError("InvalidSpec", f"{path}.storage is required")
+    return Pool(
+        role=role,
+        replicas=_ranged(
+            _get(raw, "replicas", int, path, 3), min_replicas, max_replicas, f"{path}.replicas"
+        ),
+        volumes=_volumes(storage, f"{path}.storage"),
+        resources=dict(_get(raw, "resources", Mapping, path) or {}),
+    )
+
+
+def _listeners(raw: list[Any] | None) -> tuple[Listener, ...]:
+    items = raw if raw is not None else [{"name": "CLIENT", "port": 9092}]
+    if not items:
+        raise SpecError("InvalidSpec", "spec.listeners needs at least one listener")
+    listeners = []
+    for i, item in enumerate(items):
+        where = f"spec.listeners[{i}]"
+        if not isinstance(item, Mapping):
+            raise SpecError("InvalidSpec", f"{where} must be an object")
+        name = _get(item, "name", str, where) or ""
+        port = _get(item, "port", int, where)
+        if name in RESERVED_LISTENER_NAMES:
+            raise SpecError("InvalidSpec", f"{where}.name {name} is reserved for the operator")
+        if len(name) > 15 or not LISTENER_NAME.fullmatch(name):
+            raise SpecError(
+                "InvalidSpec", f"{where}.name must be 1-15 upper case letters, digits or single _"
+            )
+        if port is None or port in RESERVED_PORTS:
+            raise SpecError(
+                "InvalidSpec", f"{where}.port must be set and not one of {sorted(RESERVED_PORTS)}"
+            )
+        protocol = _get(item, "protocol", str, where, "PLAINTEXT")
+        if protocol != "PLAINTEXT":
+            raise SpecError("InvalidSpec", f"{where}.protocol {protocol} is not supported yet")
+        listeners.append(Listener(name, _ranged(port, 1024, 65535, f"{where}.port"), protocol))
+    for attr in ("name", "port"):
+        values = [getattr(lst, attr) for lst in listeners]
+        if len(set(values)) != len(values):
+            raise SpecError("InvalidSpec", f"spec.listeners: duplicate {attr}s")
+    return tuple(listeners)
+
+
+def parse_config(raw: Mapping[str, Any] | None) -> dict[str, str]:
+    """User server.properties overrides as strings; operator-owned keys are refused by name."""
+    config: dict[str, str] = {}
+    for key, value in (raw or {}).items():
+        if key in OWNED_CONFIG_KEYS:
+            raise SpecError(
+                "OperatorOwnedConfigKey",
+                f"spec.config.{key} is set by the operator and cannot be overridden; remove it "
+                "(see the KafkaCluster field that controls it)",
+            )
+        if isinstance(value, bool) or not isinstance(value, str | int):
+            raise SpecError("InvalidSpec", f"spec.config.{key} must be a string or an integer")
+        if any(c in str(value) for c in "\r\n"):
+            raise SpecError("InvalidSpec", f"spec.config.{key} must be a single line")
+        config[key] = str(value)
+    return config
+
+
+def _pod_template(raw: Mapping[str, Any]) -> PodTemplate:
+    path = "spec.podTemplate"
+    return PodTemplate(
+        annotations=dict(_get(raw, "annotations", Mapping, path) or {}),
+        labels=dict(_get(raw, "labels", Mapping, path) or {}),
+        affinity=_get(raw, "affinity", Mapping, path),
+        tolerations=tuple(_get(raw, "tolerations", list, path) or ()),
+        node_selector=dict(_get(raw, "nodeSelector", Mapping, path) or {}),
+        topology_spread_constraints=tuple(_get(raw, "topologySpreadConstraints", list, path) or ()),
+        priority_class_name=_get(raw, "priorityClassName", str, path),
+        termination_grace_period_seconds=_ranged(
+            _get(raw, "terminationGracePeriodSeconds", int, path, DEFAULT_GRACE_SECONDS),
+            30,
+            86400,
+            f"{path}.terminationGracePeriodSeconds",
+        ),
+    )
+
+
+def parse_spec(spec: Mapping[str, Any], default_image: str | None = None) -> ClusterSpec:
+    """The typed spec, or SpecError naming the first problem found."""
+    image = _get(spec, "image", str, "spec") or default_image
+    if not image:
+        raise SpecError(
+            "InvalidSpec", "spec.image is not set and the operator has no default image"
+        )
+    mode = _get(spec, "mode", str, "spec", "dedicated")
+    if mode not in ("dedicated", "combined"):
+        raise SpecError("InvalidSpec", f"spec.mode must be dedicated or combined, got {mode}")
+    raw_controllers: Any = spec.get("controllers")
+    if mode == "combined" and raw_controllers is not None:
+        raise SpecError(
+            "InvalidSpec",
+            "combined mode: the broker pods are the controllers; omit spec.controllers",
+        )
+    if mode == "dedicated" and raw_controllers is None:
+        raise SpecError("InvalidSpec", "dedicated mode needs spec.controllers")
+    raw_brokers = spec.get("brokers")
+    if raw_brokers is None:
+        raise SpecError("InvalidSpec", "spec.brokers is required")
+    if mode == "combined":
+        brokers = _pool(raw_brokers, "combined", "spec.brokers", MAX_CONTROLLERS, 1)
+        controllers = None
+    else:
+        brokers = _pool(raw_brokers, "broker", "spec.brokers", MAX_BROKERS, 0)
+        controllers = _pool(raw_controllers, "controller", "spec.controllers", MAX_CONTROLLERS, 1)
+    rack = _get(raw_brokers, "rack", Mapping, "spec.brokers")
+    pull_secrets = _get(spec, "imagePullSecrets", list, "spec") or []
+    return ClusterSpec(
+        image=image,
+        brokers=brokers,
+        controllers=controllers,
+        listeners=_listeners(_get(spec, "listeners", list, "spec")),
+        config=parse_config(_get(spec, "config", Mapping, "spec")),
+        image_pull_policy=_get(spec, "imagePullPolicy", str, "spec", "IfNotPresent"),
+        image_pull_secrets=tuple(
+            str(s.get("name")) for s in pull_secrets if isinstance(s, Mapping)
+        ),
+        metrics_enabled=bool(
+            _get(
+                _get(spec, "metrics", Mapping, "spec") or {}, "enabled", bool, "spec.metrics", True
+            )
+        ),
+        rack_topology_key=_get(rack, "topologyKey", str, "spec.brokers.rack") if rack else None,
+        pod_template=_pod_template(_get(spec, "podTemplate", Mapping, "spec") or {}),
+    )

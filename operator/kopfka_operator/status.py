@@ -1,0 +1,168 @@
+"""KafkaCluster status as a pure function of the spec and the observed children.
+
+Both the spec handlers and the StatefulSet/Pod event handlers compute the *whole* status from
+what they read, so whichever writes last writes a consistent picture and no handler has to
+remember what another one said.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .manifests.services import bootstrap_servers
+from .manifests.statefulset import INIT_CONTAINER
+from .naming import LABEL_ROLE, label_selector, node_id_base, pool_name, selector_labels
+from .spec import ClusterSpec, Pool, SpecError
+
+READY = "Ready"
+RECONCILING = "Reconciling"
+WARNING = "Warning"
+MESSAGE_LIMIT = 1000
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What the handlers read back from the API: the cluster's StatefulSets and pods."""
+
+    stateful_sets: Mapping[str, Mapping[str, Any]]  # by name
+    pods: Sequence[Mapping[str, Any]]
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def condition(
+    type_: str,
+    status: bool,
+    reason: str,
+    message: str,
+    generation: int,
+    previous: Iterable[Mapping[str, Any]] = (),
+) -> dict[str, Any]:
+    """A condition whose lastTransitionTime only moves when its status flips."""
+    value = "True" if status else "False"
+    old = next((c for c in previous if c.get("type") == type_), None)
+    since = old["lastTransitionTime"] if old and old.get("status") == value else now()
+    return {
+        "type": type_,
+        "status": value,
+        "reason": reason,
+        "message": message[:MESSAGE_LIMIT],
+        "lastTransitionTime": since,
+        "observedGeneration": generation,
+    }
+
+
+def pool_status(pool: Pool, sts: Mapping[str, Any] | None) -> dict[str, Any]:
+    sts_status = (sts or {}).get("status") or {}
+    base = node_id_base(pool.role)
+    return {
+        "replicas": pool.replicas,
+        "readyReplicas": int(sts_status.get("readyReplicas") or 0),
+        "nodeIds": [base + i for i in range(pool.replicas)],
+    }
+
+
+def _sts_settled(pool: Pool, sts: Mapping[str, Any] | None) -> bool:
+    if sts is None:
+        return False
+    status = sts.get("status") or {}
+    observed = status.get("observedGeneration")
+    generation = (sts.get("metadata") or {}).get("generation")
+    if observed is not None and generation is not None and observed < generation:
+        return False
+    return int(status.get("readyReplicas") or 0) >= pool.replicas
+
+
+def format_failures(pods: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Messages of format-storage init containers that exited non-zero (now or last time)."""
+    failures = []
+    for pod in pods:
+        name = (pod.get("metadata") or {}).get("name", "?")
+        for cs in (pod.get("status") or {}).get("initContainerStatuses") or []:
+            if cs.get("name") != INIT_CONTAINER:
+                continue
+            for state in (cs.get("state") or {}, cs.get("lastState") or {}):
+                term = state.get("terminated") or {}
+                if term and term.get("exitCode", 0) != 0:
+                    text = (term.get("message") or term.get("reason") or "failed").strip()
+                    failures.append(
+                        f"pod {name}: {INIT_CONTAINER} exited {term['exitCode']}: {text}"
+                    )
+                    break
+    return failures
+
+
+def _role_views(spec: ClusterSpec) -> dict[str, Pool]:
+    """status.controllers / status.brokers -> the pool shown there (one pool in combined mode)."""
+    return {"controllers": spec.voters, "brokers": spec.brokers}
+
+
+def build_status(
+    name: str,
+    namespace: str,
+    generation: int,
+    previous: Mapping[str, Any],
+    spec: ClusterSpec | SpecError,
+    observed: Observed,
+    applied_generation: int | None = None,
+    warnings: Sequence[tuple[str, str]] = (),
+) -> dict[str, Any]:
+    """The complete new status. `applied_generation` is set when this pass rendered the spec."""
+    conditions_before = previous.get("conditions") or []
+    status: dict[str, Any] = {
+        key: previous[key]
+        for key in ("clusterId", "initialControllers", "observedGeneration", "bootstrapServers")
+        if key in previous
+    }
+    if applied_generation is not None:
+        status["observedGeneration"] = applied_generation
+    all_warnings = list(warnings)
+    if isinstance(spec, SpecError):
+        all_warnings.insert(0, (spec.reason, f"spec not applied: {spec.message}"))
+        ready = bool(previous.get("conditions")) and any(
+            c.get("type") == READY and c.get("status") == "True" for c in conditions_before
+        )
+        reconciling = (False, spec.reason, "waiting for a valid spec; children left unchanged")
+        ready_cond = (ready, "SpecInvalid", "the last valid spec keeps running")
+        for key in ("controllers", "brokers"):
+            if key in previous:
+                status[key] = previous[key]
+    else:
+        status["bootstrapServers"] = bootstrap_servers(name, namespace, spec)
+        progress = []
+        settled = True
+        for key, pool in _role_views(spec).items():
+            sts = observed.stateful_sets.get(pool_name(name, pool.role))
+            status[key] = pool_status(pool, sts)
+            if key == "brokers":
+                status[key]["selector"] = label_selector(selector_labels(name, pool.role))
+            settled = settled and _sts_settled(pool, sts)
+            progress.append(f"{key} {status[key]['readyReplicas']}/{pool.replicas} ready")
+        summary = ", ".join(progress)
+        applied = status.get("observedGeneration") == generation
+        ready_cond = (settled, "AllNodesReady" if settled else "NodesNotReady", summary)
+        if not applied:
+            reconciling = (True, "SpecNotApplied", "the current spec is not applied yet")
+        elif not settled:
+            reconciling = (True, "Progressing", summary)
+        else:
+            reconciling = (False, "Reconciled", "children match the spec and all nodes are ready")
+        pods = [
+            p for p in observed.pods if (p.get("metadata") or {}).get("labels", {}).get(LABEL_ROLE)
+        ]
+        all_warnings += [("FormatStorageFailed", text) for text in format_failures(pods)]
+    if all_warnings:
+        warning = (True, all_warnings[0][0], "; ".join(text for _, text in all_warnings))
+    else:
+        warning = (False, "NoWarnings", "")
+    status["conditions"] = [
+        condition(READY, *ready_cond, generation, conditions_before),
+        condition(RECONCILING, *reconciling, generation, conditions_before),
+        condition(WARNING, *warning, generation, conditions_before),
+    ]
+    return status
