@@ -1,7 +1,11 @@
 """Encoding and decoding of the records inside a v2 batch.
 
 Only the paths that must look inside a batch use this: building batches (tests, the
-metadata log, internal topics), recompression, LogAppendTime on compressed data, compaction.
+metadata log, internal topics, transaction markers), recompression, compaction. The produce
+hot path never gets here for uncompressed data: see `kopfka.storage.log_validator`.
+
+Record layout (all ints are zigzag varints): length | attributes i8 | timestampDelta |
+offsetDelta | keyLen key | valueLen value | headerCount (keyLen key valueLen value)*.
 """
 
 from __future__ import annotations
@@ -106,6 +110,57 @@ def encode_record(out: bytearray, offset_delta: int, timestamp_delta: int, recor
     out += body
 
 
+_BATCH = struct.Struct(">qiibIhiqqqhii")
+
+
+def _pack_batch(
+    payload: bytes | bytearray | memoryview,
+    *,
+    base_offset: int,
+    partition_leader_epoch: int,
+    attributes: int,
+    last_offset_delta: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    records_count: int,
+) -> bytearray:
+    """Header + payload with a fresh CRC, built in a single buffer."""
+    out = bytearray(BATCH_HEADER_SIZE + len(payload))
+    _BATCH.pack_into(
+        out,
+        0,
+        base_offset,
+        BATCH_HEADER_SIZE - LOG_OVERHEAD + len(payload),
+        partition_leader_epoch,
+        MAGIC_V2,
+        0,
+        attributes,
+        last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        records_count,
+    )
+    out[BATCH_HEADER_SIZE:] = payload
+    rewrite_crc(out, read_header(out, 0))
+    return out
+
+
+def encode_records(
+    records: Sequence[Record], *, base_offset: int, base_timestamp: int
+) -> bytearray:
+    """The uncompressed records region, deltas taken against the given bases."""
+    body = bytearray()
+    for r in records:
+        encode_record(body, r.offset - base_offset, r.timestamp - base_timestamp, r)
+    return body
+
+
 def encode_batch(
     records: Sequence[Record],
     *,
@@ -120,16 +175,22 @@ def encode_batch(
     transactional: bool = False,
     control: bool = False,
     compression_level: int | None = None,
+    last_offset_delta: int | None = None,
+    base_timestamp: int | None = None,
 ) -> bytes:
-    """Build one v2 batch. Offsets of `records` are taken relative to the first record's."""
+    """Build one v2 batch. Offsets of `records` are taken relative to the first record's.
+
+    `last_offset_delta` may exceed the records' span (compaction keeps a batch's last offset
+    when its last records are removed); `base_timestamp` overrides the first record's
+    timestamp as the delta base (the delete-horizon batches of compaction do that).
+    """
     if not records:
         raise ValueError("a batch needs at least one record")
     first_offset = records[0].offset
-    base_timestamp = records[0].timestamp
-    body = bytearray()
-    for r in records:
-        encode_record(body, r.offset - first_offset, r.timestamp - base_timestamp, r)
-    payload = compression.compress(compression_type, bytes(body), compression_level)
+    if base_timestamp is None:
+        base_timestamp = records[0].timestamp
+    body = encode_records(records, base_offset=first_offset, base_timestamp=base_timestamp)
+    payload = compression.compress(compression_type, body, compression_level)
     attributes = compression_type & COMPRESSION_MASK
     if log_append_time:
         attributes |= TIMESTAMP_TYPE_MASK
@@ -139,44 +200,63 @@ def encode_batch(
         attributes |= CONTROL_FLAG
     if max_timestamp is None:
         max_timestamp = max(r.timestamp for r in records)
-    last_offset_delta = records[-1].offset - first_offset
-    batch_length = BATCH_HEADER_SIZE - LOG_OVERHEAD + len(payload)
-    out = bytearray(
-        struct.pack(
-            ">qiibIhiqqqhii",
-            base_offset,
-            batch_length,
-            partition_leader_epoch,
-            MAGIC_V2,
-            0,
-            attributes,
-            last_offset_delta,
-            base_timestamp,
-            max_timestamp,
-            producer_id,
-            producer_epoch,
-            base_sequence,
-            len(records),
+    if last_offset_delta is None:
+        last_offset_delta = records[-1].offset - first_offset
+    return bytes(
+        _pack_batch(
+            payload,
+            base_offset=base_offset,
+            partition_leader_epoch=partition_leader_epoch,
+            attributes=attributes,
+            last_offset_delta=last_offset_delta,
+            base_timestamp=base_timestamp,
+            max_timestamp=max_timestamp,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=base_sequence,
+            records_count=len(records),
         )
     )
-    out += payload
-    rewrite_crc(out, read_header(out, 0))
-    return bytes(out)
 
 
-def decode_records(buf: bytes | bytearray | memoryview, header: BatchHeader) -> list[Record]:
-    """Decode (decompressing if needed) every record of the batch at `header.position`."""
+def records_payload(
+    buf: bytes | bytearray | memoryview,
+    header: BatchHeader,
+    *,
+    max_decompressed: int = compression.DEFAULT_MAX_DECOMPRESSED,
+) -> bytes | memoryview:
+    """The batch's records region, decompressed if needed (a view when uncompressed)."""
     start = header.position + BATCH_HEADER_SIZE
-    end = header.position + header.size
-    payload: bytes | memoryview = memoryview(buf)[start:end]
+    view = memoryview(buf)[start : header.position + header.size]
     if header.compression:
-        payload = compression.decompress(header.compression, bytes(payload))
+        return compression.decompress(header.compression, view, max_decompressed)
+    return view
+
+
+def decode_records(
+    buf: bytes | bytearray | memoryview,
+    header: BatchHeader,
+    *,
+    max_decompressed: int = compression.DEFAULT_MAX_DECOMPRESSED,
+    payload: bytes | memoryview | None = None,
+) -> list[Record]:
+    """Decode (decompressing if needed) every record of the batch at `header.position`.
+
+    Pass `payload` when the records region is already decompressed. For LogAppendTime
+    batches the returned timestamps are the stored CreateTime values; readers substitute the
+    batch's maxTimestamp.
+    """
+    if payload is None:
+        payload = records_payload(buf, header, max_decompressed=max_decompressed)
     out: list[Record] = []
     pos = 0
+    n = len(payload)
+    base_offset = header.base_offset
+    base_timestamp = header.base_timestamp
     for _ in range(header.records_count):
         length, pos = read_varint(payload, pos)
         rec_end = pos + length
-        if length < 0 or rec_end > len(payload):
+        if length <= 0 or rec_end > n:
             raise CorruptRecordError(message="record length runs past the batch")
         attributes = payload[pos]
         pos += 1
@@ -185,8 +265,8 @@ def decode_records(buf: bytes | bytearray | memoryview, header: BatchHeader) -> 
         key, pos = _read_bytes(payload, pos)
         value, pos = _read_bytes(payload, pos)
         n_headers, pos = read_varint(payload, pos)
-        if n_headers < 0:
-            raise CorruptRecordError(message="negative record header count")
+        if n_headers < 0 or n_headers > rec_end - pos:
+            raise CorruptRecordError(message="invalid record header count")
         headers: list[tuple[str, bytes | None]] = []
         for _ in range(n_headers):
             hk, pos = _read_bytes(payload, pos)
@@ -198,14 +278,250 @@ def decode_records(buf: bytes | bytearray | memoryview, header: BatchHeader) -> 
             raise CorruptRecordError(message="record size does not match its contents")
         out.append(
             Record(
-                header.base_offset + off_delta,
-                header.base_timestamp + ts_delta,
+                base_offset + off_delta,
+                base_timestamp + ts_delta,
                 key,
                 value,
                 tuple(headers),
                 attributes,
             )
         )
-    if pos != len(payload):
+    if pos != n:
         raise CorruptRecordError(message="record batch has trailing bytes after its records")
     return out
+
+
+@dataclass(slots=True)
+class RecordScan:
+    """What validation needs from a batch's records, without materialising them."""
+
+    count: int
+    min_timestamp_delta: int
+    max_timestamp_delta: int
+    # index of the first record whose offsetDelta is not its position, or -1
+    first_bad_offset_delta: int
+    # indexes of records with a null key (only filled when asked for)
+    null_key_indexes: list[int]
+
+
+def _skip_varint(buf: bytes | memoryview, pos: int, end: int) -> tuple[int, int]:
+    if pos < end:
+        b = buf[pos]
+        if b < 0x80:
+            return (b >> 1) ^ -(b & 1), pos + 1
+    value, pos = read_varint(buf, pos)
+    if pos > end:
+        raise CorruptRecordError(message="record field runs past its record")
+    return value, pos
+
+
+def scan_records(
+    payload: bytes | memoryview, count: int, *, collect_null_keys: bool = False
+) -> RecordScan:
+    """Walk `count` records checking their framing; collect timestamps and null keys.
+
+    Cheaper than `decode_records` (no key/value/header copies); raises CorruptRecordError on
+    any framing error, including a count that does not match the bytes.
+    """
+    n = len(payload)
+    pos = 0
+    ts_min = ts_max = 0
+    bad_offset = -1
+    null_keys: list[int] = []
+    for i in range(count):
+        length, pos = _skip_varint(payload, pos, n)
+        end = pos + length
+        # smallest record: attributes + 5 one-byte varints
+        if length < 6 or end > n:
+            raise CorruptRecordError(message=f"record {i} length {length} is invalid")
+        pos += 1  # attributes
+        ts, pos = _skip_varint(payload, pos, end)
+        off, pos = _skip_varint(payload, pos, end)
+        if i == 0:
+            ts_min = ts_max = ts
+        elif ts < ts_min:
+            ts_min = ts
+        elif ts > ts_max:
+            ts_max = ts
+        if off != i and bad_offset < 0:
+            bad_offset = i
+        klen, pos = _skip_varint(payload, pos, end)
+        if klen < 0:
+            if klen != -1:
+                raise CorruptRecordError(message=f"record {i} has key length {klen}")
+            if collect_null_keys:
+                null_keys.append(i)
+        else:
+            pos += klen
+        vlen, pos = _skip_varint(payload, pos, end)
+        if vlen < -1:
+            raise CorruptRecordError(message=f"record {i} has value length {vlen}")
+        if vlen > 0:
+            pos += vlen
+        nh, pos = _skip_varint(payload, pos, end)
+        if nh < 0 or nh > end - pos:
+            raise CorruptRecordError(message=f"record {i} has header count {nh}")
+        for _ in range(nh):
+            hk, pos = _skip_varint(payload, pos, end)
+            if hk < 0:
+                raise CorruptRecordError(message=f"record {i} has a null header key")
+            pos += hk
+            hv, pos = _skip_varint(payload, pos, end)
+            if hv < -1:
+                raise CorruptRecordError(message=f"record {i} has header value length {hv}")
+            if hv > 0:
+                pos += hv
+        if pos != end:
+            raise CorruptRecordError(message=f"record {i} size does not match its contents")
+    if pos != n:
+        raise CorruptRecordError(message="record batch has trailing bytes after its records")
+    return RecordScan(count, ts_min, ts_max, bad_offset, null_keys)
+
+
+def rebuild_batch(
+    buf: bytes | bytearray | memoryview,
+    header: BatchHeader,
+    *,
+    compression_type: int | None = None,
+    compression_level: int | None = None,
+    base_offset: int | None = None,
+    partition_leader_epoch: int | None = None,
+    log_append_time: bool | None = None,
+    max_timestamp: int | None = None,
+    records: Sequence[Record] | None = None,
+    payload: bytes | memoryview | None = None,
+    max_decompressed: int = compression.DEFAULT_MAX_DECOMPRESSED,
+) -> bytearray:
+    """Re-encode one batch, keeping its producer id/epoch, base sequence, last offset delta,
+    transactional/control flags and (unless overridden) offsets, epoch and timestamps.
+
+    Without `records` the records region is carried over byte for byte and only recompressed
+    (offset and timestamp deltas stay valid because the header's bases do not move); `payload`
+    may supply it already decompressed. With `records` (absolute offsets and timestamps, e.g.
+    what compaction retained) the region is re-encoded against the batch's base offset.
+    """
+    codec = header.compression if compression_type is None else compression_type
+    attributes = (header.attributes & ~COMPRESSION_MASK) | (codec & COMPRESSION_MASK)
+    if log_append_time is not None:
+        if log_append_time:
+            attributes |= TIMESTAMP_TYPE_MASK
+        else:
+            attributes &= ~TIMESTAMP_TYPE_MASK
+    base_timestamp = header.base_timestamp
+    records_count = header.records_count
+    if records is not None:
+        if not records:
+            raise ValueError("a batch needs at least one record")
+        body: bytes | bytearray | memoryview = encode_records(
+            records, base_offset=header.base_offset, base_timestamp=base_timestamp
+        )
+        records_count = len(records)
+    elif payload is not None:
+        body = payload
+    elif codec == header.compression:
+        start = header.position + BATCH_HEADER_SIZE
+        body = memoryview(buf)[start : header.position + header.size]
+    else:
+        body = records_payload(buf, header, max_decompressed=max_decompressed)
+    if records is None and payload is None and codec == header.compression:
+        compressed: bytes | bytearray | memoryview = body
+    else:
+        compressed = compression.compress(codec, body, compression_level)
+    return _pack_batch(
+        compressed,
+        base_offset=header.base_offset if base_offset is None else base_offset,
+        partition_leader_epoch=(
+            header.partition_leader_epoch
+            if partition_leader_epoch is None
+            else partition_leader_epoch
+        ),
+        attributes=attributes,
+        last_offset_delta=header.last_offset_delta,
+        base_timestamp=base_timestamp,
+        max_timestamp=header.max_timestamp if max_timestamp is None else max_timestamp,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        records_count=records_count,
+    )
+
+
+# --- control records (transaction markers and KRaft control batches) -------------------------
+
+CONTROL_ABORT = 0
+CONTROL_COMMIT = 1
+CONTROL_LEADER_CHANGE = 2
+CONTROL_SNAPSHOT_HEADER = 3
+CONTROL_SNAPSHOT_FOOTER = 4
+CONTROL_KRAFT_VERSION = 5
+CONTROL_KRAFT_VOTERS = 6
+_CONTROL_KEY = struct.Struct(">hh")
+_END_TXN_MARKER = struct.Struct(">hi")
+
+
+def encode_control_key(control_type: int, version: int = 0) -> bytes:
+    """Key of a control record: version i16 + type i16."""
+    return _CONTROL_KEY.pack(version, control_type)
+
+
+def decode_control_key(key: bytes | None) -> tuple[int, int]:
+    """(version, type) of a control record key; readers ignore bytes past the 4 they know."""
+    if key is None or len(key) < _CONTROL_KEY.size:
+        raise CorruptRecordError(message="control record key is too short")
+    version, control_type = _CONTROL_KEY.unpack_from(key)
+    if version < 0:
+        raise CorruptRecordError(message=f"invalid control record key version {version}")
+    return version, control_type
+
+
+def encode_end_txn_marker(coordinator_epoch: int, version: int = 0) -> bytes:
+    """Value of a COMMIT/ABORT marker: version i16 + coordinatorEpoch i32."""
+    return _END_TXN_MARKER.pack(version, coordinator_epoch)
+
+
+def decode_end_txn_marker(value: bytes | None) -> tuple[int, int]:
+    """(version, coordinator_epoch) of a transaction marker value."""
+    if value is None or len(value) < _END_TXN_MARKER.size:
+        raise CorruptRecordError(message="transaction marker value is too short")
+    version, epoch = _END_TXN_MARKER.unpack_from(value)
+    if version < 0:
+        raise CorruptRecordError(message=f"invalid transaction marker version {version}")
+    return version, epoch
+
+
+def build_end_txn_marker_batch(
+    *,
+    commit: bool,
+    producer_id: int,
+    producer_epoch: int,
+    coordinator_epoch: int,
+    timestamp: int,
+    base_offset: int = 0,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+) -> bytes:
+    """A one-record transactional control batch ending a producer's transaction."""
+    marker = Record(
+        base_offset,
+        timestamp,
+        encode_control_key(CONTROL_COMMIT if commit else CONTROL_ABORT),
+        encode_end_txn_marker(coordinator_epoch),
+    )
+    return encode_batch(
+        [marker],
+        base_offset=base_offset,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        partition_leader_epoch=partition_leader_epoch,
+        transactional=True,
+        control=True,
+    )
+
+
+def control_record_type(buf: bytes | bytearray | memoryview, header: BatchHeader) -> int | None:
+    """The control type of a control batch's (first) record, or None for a data batch."""
+    if not header.is_control:
+        return None
+    records = decode_records(buf, header)
+    if not records:
+        raise CorruptRecordError(message="control batch without records")
+    return decode_control_key(records[0].key)[1]

@@ -133,7 +133,10 @@ def is_crc_valid(buf: bytes | bytearray | memoryview, header: BatchHeader) -> bo
 
 
 def iter_batches(
-    buf: bytes | bytearray | memoryview, *, verify_crc: bool = True, allow_partial_tail: bool = False
+    buf: bytes | bytearray | memoryview,
+    *,
+    verify_crc: bool = True,
+    allow_partial_tail: bool = False,
 ) -> Iterator[BatchHeader]:
     """Yield every batch header in `buf`, in order.
 
@@ -170,7 +173,9 @@ def set_base_offset(buf: bytearray | memoryview, header: BatchHeader, base_offse
     header.base_offset = base_offset
 
 
-def set_partition_leader_epoch(buf: bytearray | memoryview, header: BatchHeader, epoch: int) -> None:
+def set_partition_leader_epoch(
+    buf: bytearray | memoryview, header: BatchHeader, epoch: int
+) -> None:
     """Patch partitionLeaderEpoch in place (also outside the CRC-covered range)."""
     struct.pack_into(">i", buf, header.position + 12, epoch)
     header.partition_leader_epoch = epoch
@@ -181,7 +186,10 @@ def set_max_timestamp_and_type(
 ) -> None:
     """Set maxTimestamp and the timestamp-type bit, then recompute the CRC (both are covered)."""
     attributes = header.attributes
-    attributes = (attributes | TIMESTAMP_TYPE_MASK) if log_append_time else (attributes & ~TIMESTAMP_TYPE_MASK)
+    if log_append_time:
+        attributes |= TIMESTAMP_TYPE_MASK
+    else:
+        attributes &= ~TIMESTAMP_TYPE_MASK
     struct.pack_into(">h", buf, header.position + ATTRIBUTES_OFFSET, attributes)
     struct.pack_into(">q", buf, header.position + MAX_TIMESTAMP_OFFSET, max_timestamp)
     header.attributes = attributes
