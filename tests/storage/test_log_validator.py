@@ -38,7 +38,7 @@ def recs(n: int = 5, *, ts: int = NOW, keys: bool = True) -> list[Record]:
     ]
 
 
-def validate(data: bytes | bytearray, **kw: Any) -> ValidationResult:
+def validate(data: bytes | bytearray | memoryview, **kw: Any) -> ValidationResult:
     config = kw.pop("config", None) or LogConfig.defaults(**kw.pop("cfg", {}))
     args: dict[str, Any] = {"offset_counter": 100, "now_ms": NOW, "leader_epoch": 4}
     args.update(kw)
