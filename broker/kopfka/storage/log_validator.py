@@ -130,9 +130,10 @@ def _validate(
     max_decompressed_bytes: int | None,
     deep_validation: bool,
 ) -> ValidationResult:
-    view = memoryview(records).cast("B") if isinstance(records, memoryview) else records
+    view = memoryview(records).cast("B")
     positions, valid_bytes = _frame_batches(view, from_client)
-    # the one copy of the request bytes; a partial trailing batch is dropped like Kafka does
+    # the one copy of the request bytes (slicing a memoryview copies nothing); a partial
+    # trailing batch is dropped like Kafka does
     buf = bytearray(view[:valid_bytes])
     max_message_bytes = config.max_message_bytes
     log_append_time = config.message_timestamp_type == "LogAppendTime"
@@ -292,8 +293,7 @@ def _check_batch_header(
             ErrorCode.unsupported_compression_type,
             f"zstd compression needs Produce v7 or later, not v{produce_version}",
         )
-    if not from_client:
-        return
+    # offsets are assigned from the count, so it must agree with the header for every origin
     count = header.records_count
     count_from_offsets = header.last_offset_delta + 1
     if count_from_offsets <= 0:
@@ -307,6 +307,8 @@ def _check_batch_header(
             message=f"record count {count} does not match the batch's offset range "
             f"of {count_from_offsets}"
         )
+    if not from_client:
+        return
     if header.is_control:
         raise InvalidRecordError(message="clients are not allowed to write control records")
     if header.has_producer_id and header.base_sequence < 0:
