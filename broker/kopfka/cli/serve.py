@@ -1,0 +1,102 @@
+"""`kopfka serve`: run a node. Without --config, the embedded default: a single-node
+broker + controller on 127.0.0.1:9092 with data in ./kopfka-data, formatted on first start."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from pathlib import Path
+
+from kopfka.config.definitions import ConfigError
+from kopfka.config.server_config import KafkaConfig, read_properties
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", type=Path, help="server.properties (Kafka keys)")
+    p.add_argument("--listen", metavar="HOST:PORT", help="override the client listener address")
+    p.add_argument("--data-dir", type=Path, help="override log.dirs with one directory")
+    p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="override any config key")
+    p.add_argument("--log-level", default="INFO")
+
+
+def embedded_defaults() -> dict[str, str]:
+    return {
+        "node.id": "1",
+        "process.roles": "broker,controller",
+        "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+        "advertised.listeners": "PLAINTEXT://127.0.0.1:9092",
+        "controller.listener.names": "CONTROLLER",
+        "controller.quorum.voters": "1@127.0.0.1:9093",
+        "log.dirs": "kopfka-data",
+        "offsets.topic.replication.factor": "1",
+        "transaction.state.log.replication.factor": "1",
+        "transaction.state.log.min.isr": "1",
+    }
+
+
+def load_config(args: argparse.Namespace) -> tuple[dict[str, str], bool]:
+    embedded = args.config is None
+    if embedded:
+        raw = embedded_defaults()
+    else:
+        if not args.config.exists():
+            raise ConfigError("--config", str(args.config), "file not found")
+        raw = read_properties(args.config)
+    if args.listen:
+        host, sep, port = args.listen.rpartition(":")
+        if not sep or not port.isdigit():
+            raise ConfigError("--listen", args.listen, "expected HOST:PORT")
+        listeners = [x for x in raw.get("listeners", "").split(",") if x and not x.startswith("PLAINTEXT://")]
+        raw["listeners"] = ",".join([f"PLAINTEXT://{host}:{port}", *listeners])
+        adv = [x for x in raw.get("advertised.listeners", "").split(",") if x and not x.startswith("PLAINTEXT://")]
+        raw["advertised.listeners"] = ",".join([f"PLAINTEXT://{host or '127.0.0.1'}:{port}", *adv])
+    if args.data_dir:
+        raw["log.dirs"] = str(args.data_dir)
+    for ov in args.override:
+        key, sep, value = ov.partition("=")
+        if not sep:
+            raise ConfigError("--override", ov, "expected KEY=VALUE")
+        raw[key.strip()] = value
+    return raw, embedded
+
+
+def format_embedded(config: KafkaConfig) -> None:
+    """First start of the embedded default: format the data dir with a random cluster id."""
+    from kopfka.cli.storage import format_dirs
+    from kopfka.log import meta_properties
+    from kopfka.metadata import bootstrap
+    from kopfka.uuids import random_uuid, to_str
+
+    dirs = list(dict.fromkeys([*config.log_dirs, config.metadata_log_dir]))
+    if all(meta_properties.read(d) is None for d in dirs):
+        cluster_id = to_str(random_uuid())
+        format_dirs(config, cluster_id, bootstrap.bootstrap_records(), ignore_formatted=False)
+        logging.getLogger("kopfka").info("Formatted %s for new cluster %s", ", ".join(map(str, dirs)), cluster_id)
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+                        format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)")
+    log = logging.getLogger("kopfka")
+    try:
+        raw, embedded = load_config(args)
+        config = KafkaConfig.from_properties(raw)
+    except ConfigError as exc:
+        print(f"kopfka serve: {exc}", file=sys.stderr)
+        return 1
+    for key in config.unknown_keys:
+        log.warning("The configuration '%s' was supplied but isn't a known config.", key)
+    if embedded:
+        format_embedded(config)
+    from kopfka.log.log_manager import LogDirLockedError
+    from kopfka.server.kafka_server import KafkaServer, StartupError
+
+    server = KafkaServer(config)
+    try:
+        asyncio.run(server.run_until_signalled())
+    except (StartupError, LogDirLockedError) as exc:
+        print(f"kopfka serve: {exc}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,142 @@
+"""`kopfka storage`: random-uuid, format, info (kafka-storage).
+
+`format` writes meta.properties into every log dir (and the metadata dir) and
+bootstrap.checkpoint into the metadata dir. With --ignore-formatted it is idempotent, which is
+what an init container running on every pod start needs; a dir formatted for another cluster
+or node is always an error naming the dir.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from kopfka import uuids
+from kopfka.config.definitions import ConfigError
+from kopfka.config.server_config import KafkaConfig, read_properties
+from kopfka.log import meta_properties
+from kopfka.metadata import bootstrap
+from kopfka.metadata import records as mr
+
+
+class FormatError(Exception):
+    pass
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="storage_command", metavar="SUBCOMMAND", required=True)
+    sub.add_parser("random-uuid", help="print a new random Kafka UUID")
+    f = sub.add_parser("format", help="format the log dirs of a node")
+    f.add_argument("--cluster-id", "-t", required=True)
+    f.add_argument("--config", "-c", type=Path, required=True)
+    f.add_argument("--release-version", "-r", default=bootstrap.LATEST_PRODUCTION_RELEASE)
+    f.add_argument("--ignore-formatted", "-g", action="store_true")
+    f.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
+    q = f.add_mutually_exclusive_group()
+    q.add_argument("--standalone", "-s", action="store_true", help="this controller is the whole initial quorum")
+    q.add_argument("--initial-controllers", "-I", help="ID@HOST:PORT:DIRECTORY_ID,...")
+    q.add_argument("--no-initial-controllers", "-N", action="store_true")
+    i = sub.add_parser("info", help="show how the log dirs are formatted")
+    i.add_argument("--config", "-c", type=Path, required=True)
+    i.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
+
+
+def _load(path: Path, overrides: list[str]) -> KafkaConfig:
+    if not path.exists():
+        raise ConfigError("--config", str(path), "file not found")
+    raw = read_properties(path)
+    for ov in overrides:
+        key, sep, value = ov.partition("=")
+        if not sep:
+            raise ConfigError("--override", ov, "expected KEY=VALUE")
+        raw[key.strip()] = value
+    return KafkaConfig.from_properties(raw)
+
+
+def parse_initial_controllers(text: str) -> tuple[tuple[int, str, str, int], ...]:
+    out = []
+    for entry in text.split(","):
+        try:
+            node, rest = entry.strip().split("@", 1)
+            hostport, dir_id = rest.rsplit(":", 1)
+            host, port = hostport.rsplit(":", 1)
+            uuids.from_str(dir_id)
+            out.append((int(node), dir_id, host.strip("[]"), int(port)))
+        except ValueError as exc:
+            raise FormatError(f"Invalid --initial-controllers entry {entry!r}: expected ID@HOST:PORT:DIRECTORY_ID") from exc
+    return tuple(out)
+
+
+def format_dirs(config: KafkaConfig, cluster_id: str, records: list[mr.MetadataRecord], *,
+                ignore_formatted: bool, metadata_directory_id: str | None = None) -> list[Path]:
+    """Format every dir; returns the dirs newly formatted. Raises FormatError naming a bad dir."""
+    try:
+        uuids.from_str(cluster_id)
+    except ValueError as exc:
+        raise FormatError(f"Cluster ID string {cluster_id} does not appear to be a valid UUID: {exc}") from exc
+    dirs = list(dict.fromkeys([*config.log_dirs, config.metadata_log_dir]))
+    to_format = []
+    for d in dirs:
+        try:
+            existing = meta_properties.read(d)
+        except meta_properties.MetaPropertiesError as exc:
+            raise FormatError(str(exc)) from exc
+        if existing is None:
+            if d.exists() and any(p.name != "lost+found" for p in d.iterdir()):
+                raise FormatError(f"Log directory {d} is not empty but has no meta.properties; refusing to format it")
+            to_format.append(d)
+            continue
+        if existing.cluster_id != cluster_id:
+            raise FormatError(f"Log directory {d} is already formatted for cluster {existing.cluster_id}, "
+                              f"not {cluster_id}; it belongs to another cluster")
+        if existing.node_id != config.node_id:
+            raise FormatError(f"Log directory {d} is already formatted for node {existing.node_id}, "
+                              f"not node {config.node_id}")
+        if not ignore_formatted:
+            raise FormatError(f"Log directory {d} is already formatted. Use --ignore-formatted to ignore this directory and format the others.")
+    for d in to_format:
+        dir_id = metadata_directory_id if (d == config.metadata_log_dir and metadata_directory_id) else meta_properties.new_directory_id()
+        meta_properties.write(d, meta_properties.MetaProperties(cluster_id, config.node_id, dir_id))
+    if config.metadata_log_dir in to_format:
+        bootstrap.write_bootstrap(config.metadata_log_dir, records)
+    return to_format
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        if args.storage_command == "random-uuid":
+            print(uuids.to_str(uuids.random_uuid()))
+            return 0
+        config = _load(args.config, args.override)
+        if args.storage_command == "info":
+            dirs = list(dict.fromkeys([*config.log_dirs, config.metadata_log_dir]))
+            for d in dirs:
+                meta = meta_properties.read(d)
+                print(f"{d}: " + ("not formatted" if meta is None else
+                                   f"cluster.id={meta.cluster_id} node.id={meta.node_id} directory.id={meta.directory_id}"))
+            return 0
+        voters: tuple[tuple[int, str, str, int], ...] = ()
+        metadata_dir_id = None
+        if args.standalone or args.initial_controllers:
+            if not config.is_controller:
+                raise FormatError("--standalone/--initial-controllers only apply to controllers")
+            if args.standalone:
+                ctl = [lst for lst in config.listeners if lst.name in config.controller_listener_names][0]
+                metadata_dir_id = meta_properties.new_directory_id()
+                voters = ((config.node_id, metadata_dir_id, ctl.host or "localhost", ctl.port),)
+            else:
+                voters = parse_initial_controllers(args.initial_controllers)
+                mine = [v for v in voters if v[0] == config.node_id]
+                metadata_dir_id = mine[0][1] if mine else None
+        records = bootstrap.bootstrap_records(args.release_version, kraft_version=1 if voters else 0, voters=voters)
+        formatted = format_dirs(config, args.cluster_id, records, ignore_formatted=args.ignore_formatted,
+                                metadata_directory_id=metadata_dir_id)
+        for d in formatted:
+            print(f"Formatting {d} with metadata.version {records[0].feature_level}.")  # type: ignore[attr-defined]
+        if not formatted:
+            print("All of the log directories are already formatted.")
+        return 0
+    except (ConfigError, FormatError, ValueError) as exc:
+        print(f"kopfka storage: {exc}", file=sys.stderr)
+        return 1

@@ -1,0 +1,426 @@
+"""QuorumController: turns admin and lifecycle requests into committed metadata records.
+
+Every mutation is validated against the controller's own image, written as one atomic batch
+through the RaftClient, and becomes visible to the controller (and every broker) only when
+replayed from the committed log — the controller never edits state directly. Requests are
+serialized with one lock, the asyncio equivalent of Kafka's single controller event thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from kopfka import uuids
+from kopfka.config.definitions import ConfigError
+from kopfka.config.log_config import TOPIC_CONFIG
+from kopfka.config.server_config import SERVER_CONFIG
+from kopfka.controller.replica_placement import place
+from kopfka.controller.topic_validation import (
+    check_collision,
+    validate_topic_configs,
+    validate_topic_name,
+)
+from kopfka.metadata import records as mr
+from kopfka.metadata.image import (
+    BROKER_RESOURCE,
+    TOPIC_RESOURCE,
+    MetadataDelta,
+    MetadataImage,
+    Provenance,
+)
+from kopfka.protocol.errors import ErrorCode, KafkaError
+from kopfka.raft.raft_client import CommittedBatch, LeaderAndEpoch, RaftClient
+
+log = logging.getLogger(__name__)
+
+PRODUCER_ID_BLOCK_SIZE = 1000
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+
+
+@dataclass
+class CreateTopicSpec:
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    assignments: dict[int, list[int]] | None = None
+    configs: dict[str, str | None] = field(default_factory=dict)
+
+
+@dataclass
+class CreateTopicResult:
+    name: str
+    error: ErrorCode = ErrorCode.none
+    message: str | None = None
+    topic_id: str | None = None
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ResultEntry:
+    """Generic per-item outcome (topic deletion, partition creation, config alteration)."""
+
+    name: str
+    error: ErrorCode = ErrorCode.none
+    message: str | None = None
+    topic_id: str | None = None
+    resource_type: int = 0
+
+
+@dataclass
+class HeartbeatResult:
+    is_caught_up: bool
+    is_fenced: bool
+    should_shutdown: bool
+
+
+class QuorumController:
+    def __init__(self, raft: RaftClient, *, node_id: int, cluster_id: str, static_config: Mapping[str, object]) -> None:
+        self.raft = raft
+        self.node_id = node_id
+        self.cluster_id = cluster_id
+        self.static_config = static_config
+        self.image = MetadataImage()
+        self._lock = asyncio.Lock()
+        self._last_heartbeat: dict[int, float] = {}
+        self._registration_offsets: dict[int, int] = {}
+        self._session_timeout_s = int(static_config.get("broker.session.timeout.ms", 9000)) / 1000  # type: ignore[call-overload]
+        self._fencer: asyncio.Task[None] | None = None
+        raft.register(self)
+
+    # --- RaftListener: the controller's own view of committed metadata ------------------
+    def handle_commit(self, batch: CommittedBatch) -> None:
+        delta = MetadataDelta(self.image)
+        delta.replay_all(rec for rec in batch.records
+                         if not isinstance(rec, mr.BeginTransactionRecord | mr.EndTransactionRecord))
+        self.image = delta.apply(Provenance(batch.last_offset, batch.epoch, batch.append_time_ms))
+
+    def handle_leader_change(self, leader: LeaderAndEpoch) -> None:
+        pass
+
+    @property
+    def is_active(self) -> bool:
+        return self.raft.leader_and_epoch.leader_id == self.node_id
+
+    def _check_active(self) -> None:
+        if not self.is_active:
+            raise KafkaError(ErrorCode.not_controller, "this node is not the active controller")
+
+    async def _write(self, records: list[mr.MetadataRecord]) -> int:
+        if len(records) > 1000:
+            records = [mr.BeginTransactionRecord("bulk"), *records, mr.EndTransactionRecord()]
+        return await self.raft.append(records)
+
+    def _default(self, key: str) -> int:
+        dyn = self.image.broker_config(None).get(key)
+        return int(dyn) if dyn is not None else int(self.static_config[key])  # type: ignore[call-overload]
+
+    async def bootstrap(self, records: list[mr.MetadataRecord]) -> None:
+        """Write the bootstrap records (metadata.version first) into an empty log."""
+        if self.image.is_empty() and self.raft.high_watermark == 0:
+            await self._write(records)
+
+    # --- topics ------------------------------------------------------------------------
+    async def create_topics(self, specs: list[CreateTopicSpec], *, validate_only: bool = False) -> list[CreateTopicResult]:
+        async with self._lock:
+            self._check_active()
+            results: list[CreateTopicResult] = []
+            records: list[mr.MetadataRecord] = []
+            seen: set[str] = set()
+            names = set(self.image.topics_by_name)
+            for spec in specs:
+                res = CreateTopicResult(spec.name)
+                results.append(res)
+                try:
+                    if spec.name in seen:
+                        raise KafkaError(ErrorCode.invalid_request, f"Duplicate topic name {spec.name} in request")
+                    seen.add(spec.name)
+                    recs, res.topic_id, res.num_partitions, res.replication_factor, res.configs = self._plan_topic(spec, names)
+                    names.add(spec.name)
+                    if not validate_only:
+                        records.extend(recs)
+                except KafkaError as exc:
+                    res.error, res.message = exc.code, exc.message
+            if records:
+                await self._write(records)
+            return results
+
+    def _plan_topic(self, spec: CreateTopicSpec, existing: set[str]) -> tuple[list[mr.MetadataRecord], str, int, int, dict[str, str]]:
+        validate_topic_name(spec.name)
+        if spec.name in existing:
+            raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{spec.name}' already exists.")
+        check_collision(spec.name, existing)
+        configs = validate_topic_configs(spec.configs)
+        brokers = list(self.image.brokers.values())
+        if spec.assignments:
+            if spec.num_partitions != -1 or spec.replication_factor != -1:
+                raise KafkaError(ErrorCode.invalid_request,
+                                 "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.")
+            assignment = self._check_assignment(spec.assignments)
+        else:
+            num_partitions = spec.num_partitions if spec.num_partitions != -1 else self._default("num.partitions")
+            rf = spec.replication_factor if spec.replication_factor != -1 else self._default("default.replication.factor")
+            if num_partitions <= 0:
+                raise KafkaError(ErrorCode.invalid_partitions, "Number of partitions was set to an invalid non-positive value.")
+            if rf <= 0:
+                raise KafkaError(ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0, or -1 to use the default value.")
+            assignment = place(brokers, num_partitions, rf)
+        topic_id = uuids.to_str(uuids.random_uuid())
+        records: list[mr.MetadataRecord] = [mr.TopicRecord(spec.name, topic_id)]
+        for k, v in configs.items():
+            records.append(mr.ConfigRecord(TOPIC_RESOURCE, spec.name, k, v))
+        for pid, replicas in enumerate(assignment):
+            isr = tuple(r for r in replicas if self._is_usable(r))
+            leader = isr[0] if isr else -1
+            records.append(mr.PartitionRecord(pid, topic_id, tuple(replicas), isr or tuple(replicas[:1]), leader))
+        return records, topic_id, len(assignment), len(assignment[0]), configs
+
+    def _is_usable(self, broker_id: int) -> bool:
+        b = self.image.brokers.get(broker_id)
+        return b is not None and not b.fenced and not b.in_controlled_shutdown
+
+    def _check_assignment(self, assignments: Mapping[int, list[int]]) -> list[list[int]]:
+        parts = sorted(assignments)
+        if parts != list(range(len(parts))):
+            raise KafkaError(ErrorCode.invalid_replica_assignment, "Partitions in the assignment must be consecutive from 0.")
+        out = []
+        rf = None
+        for p in parts:
+            replicas = list(assignments[p])
+            if not replicas or len(set(replicas)) != len(replicas):
+                raise KafkaError(ErrorCode.invalid_replica_assignment, f"Invalid replica list for partition {p}: {replicas}")
+            if rf is not None and len(replicas) != rf:
+                raise KafkaError(ErrorCode.invalid_replica_assignment, "All partitions must have the same replication factor.")
+            rf = len(replicas)
+            for r in replicas:
+                if r not in self.image.brokers:
+                    raise KafkaError(ErrorCode.invalid_replica_assignment, f"The manual partition assignment includes broker {r}, which is not registered.")
+            out.append(replicas)
+        return out
+
+    async def delete_topics(self, names: Iterable[str | None], ids: Iterable[str | None] = ()) -> list[ResultEntry]:
+        async with self._lock:
+            self._check_active()
+            results: list[ResultEntry] = []
+            records: list[mr.MetadataRecord] = []
+            if not bool(self.static_config.get("delete.topic.enable", True)):
+                return [ResultEntry(n or "", ErrorCode.topic_deletion_disabled, "Topic deletion is disabled.") for n in names]
+            for name, tid in [(n, None) for n in names] + [(None, t) for t in ids]:
+                topic = self.image.topics_by_name.get(name) if name is not None else self.image.topics_by_id.get(tid or "")
+                if topic is None:
+                    code = ErrorCode.unknown_topic_or_partition if name is not None else ErrorCode.unknown_topic_id
+                    results.append(ResultEntry(name or "", code, "This server does not host this topic." if name else "This server does not host this topic ID.", tid))
+                    continue
+                results.append(ResultEntry(topic.name, ErrorCode.none, None, topic.topic_id))
+                records.append(mr.RemoveTopicRecord(topic.topic_id))
+            if records:
+                await self._write(records)
+            return results
+
+    async def create_partitions(self, requests: list[tuple[str, int, list[list[int]] | None]], *, validate_only: bool = False) -> list[ResultEntry]:
+        async with self._lock:
+            self._check_active()
+            results: list[ResultEntry] = []
+            records: list[mr.MetadataRecord] = []
+            for name, count, assignments in requests:
+                res = ResultEntry(name)
+                results.append(res)
+                try:
+                    topic = self.image.topics_by_name.get(name)
+                    if topic is None:
+                        raise KafkaError(ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist.")
+                    current = len(topic.partitions)
+                    if count < current:
+                        raise KafkaError(ErrorCode.invalid_partitions, f"The topic {name} currently has {current} partition(s); {count} would not be an increase.")
+                    if count == current:
+                        raise KafkaError(ErrorCode.invalid_partitions, f"Topic already has {current} partition(s).")
+                    rf = len(topic.partitions[0].replicas)
+                    if assignments is not None:
+                        if len(assignments) != count - current:
+                            raise KafkaError(ErrorCode.invalid_replica_assignment, f"Attempted to add {count - current} additional partition(s), but only {len(assignments)} assignment(s) were specified.")
+                        new = self._check_assignment({i: a for i, a in enumerate(assignments)})
+                    else:
+                        new = place(list(self.image.brokers.values()), count - current, rf, start_partition=current)
+                    if not validate_only:
+                        for i, replicas in enumerate(new):
+                            isr = tuple(r for r in replicas if self._is_usable(r))
+                            records.append(mr.PartitionRecord(current + i, topic.topic_id, tuple(replicas), isr or tuple(replicas[:1]), isr[0] if isr else -1))
+                except KafkaError as exc:
+                    res.error, res.message = exc.code, exc.message
+            if records:
+                await self._write(records)
+            return results
+
+    # --- configs -----------------------------------------------------------------------
+    def _validate_config(self, rtype: int, rname: str, key: str, value: str | None) -> None:
+        if rtype == TOPIC_RESOURCE:
+            if rname not in self.image.topics_by_name:
+                raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic {rname} does not exist")
+            if key not in TOPIC_CONFIG:
+                raise KafkaError(ErrorCode.invalid_config, f"Unknown topic config name: {key}")
+            defn = TOPIC_CONFIG.keys[key]
+        elif rtype == BROKER_RESOURCE:
+            if rname and rname != str(self.node_id) and not rname.isdigit():
+                raise KafkaError(ErrorCode.invalid_request, f"Invalid broker id {rname}")
+            defn = SERVER_CONFIG.keys.get(key) or TOPIC_CONFIG.keys.get(key)  # type: ignore[assignment]
+            if defn is None:
+                raise KafkaError(ErrorCode.invalid_config, f"Unknown broker config name: {key}")
+            if defn.read_only:
+                raise KafkaError(ErrorCode.invalid_config, f"Cannot update these configs dynamically: {{{key}}}")
+        else:
+            raise KafkaError(ErrorCode.invalid_request, f"Unsupported resource type {rtype}")
+        if value is not None:
+            try:
+                defn.parse(value)
+            except ConfigError as exc:
+                raise KafkaError(ErrorCode.invalid_config, str(exc)) from exc
+
+    async def incremental_alter_configs(
+        self, resources: list[tuple[int, str, list[tuple[str, int, str | None]]]], *, validate_only: bool = False
+    ) -> list[ResultEntry]:
+        async with self._lock:
+            self._check_active()
+            results: list[ResultEntry] = []
+            records: list[mr.MetadataRecord] = []
+            for rtype, rname, ops in resources:
+                res = ResultEntry(rname, resource_type=rtype)
+                results.append(res)
+                try:
+                    current = dict(self.image.configs.get((rtype, rname), {}))
+                    recs: list[mr.MetadataRecord] = []
+                    for key, op, value in ops:
+                        if op == OP_SET:
+                            new_value = value
+                        elif op == OP_DELETE:
+                            new_value = None
+                        elif op in (OP_APPEND, OP_SUBTRACT):
+                            defn = TOPIC_CONFIG.keys.get(key) or SERVER_CONFIG.keys.get(key)
+                            if defn is None or defn.type != "list":
+                                raise KafkaError(ErrorCode.invalid_config, f"Config value append/subtract is not allowed for config key {key} (not a list)")
+                            items = [x for x in (current.get(key) or "").split(",") if x]
+                            add = [x.strip() for x in (value or "").split(",") if x.strip()]
+                            items = items + [x for x in add if x not in items] if op == OP_APPEND else [x for x in items if x not in add]
+                            new_value = ",".join(items)
+                        else:
+                            raise KafkaError(ErrorCode.invalid_request, f"Unknown config operation {op}")
+                        self._validate_config(rtype, rname, key, new_value)
+                        if new_value is None:
+                            current.pop(key, None)
+                        else:
+                            current[key] = new_value
+                        recs.append(mr.ConfigRecord(rtype, rname, key, new_value))
+                    if not validate_only:
+                        records.extend(recs)
+                except KafkaError as exc:
+                    res.error, res.message = exc.code, exc.message
+            if records:
+                await self._write(records)
+            return results
+
+    async def alter_configs(self, resources: list[tuple[int, str, dict[str, str | None]]], *, validate_only: bool = False) -> list[ResultEntry]:
+        """Legacy AlterConfigs: the given set replaces every dynamic config of the resource."""
+        async with self._lock:
+            self._check_active()
+            results: list[ResultEntry] = []
+            records: list[mr.MetadataRecord] = []
+            for rtype, rname, values in resources:
+                res = ResultEntry(rname, resource_type=rtype)
+                results.append(res)
+                try:
+                    recs: list[mr.MetadataRecord] = []
+                    for key, value in values.items():
+                        self._validate_config(rtype, rname, key, value)
+                        recs.append(mr.ConfigRecord(rtype, rname, key, value))
+                    for key in self.image.configs.get((rtype, rname), {}):
+                        if key not in values:
+                            recs.append(mr.ConfigRecord(rtype, rname, key, None))
+                    if not validate_only:
+                        records.extend(recs)
+                except KafkaError as exc:
+                    res.error, res.message = exc.code, exc.message
+            if records:
+                await self._write(records)
+            return results
+
+    # --- brokers -----------------------------------------------------------------------
+    async def register_broker(self, broker_id: int, incarnation_id: str, endpoints: tuple[mr.Endpoint, ...],
+                              rack: str | None, log_dirs: tuple[str, ...], cluster_id: str) -> int:
+        async with self._lock:
+            self._check_active()
+            if cluster_id != self.cluster_id:
+                raise KafkaError(ErrorCode.inconsistent_cluster_id, f"Expected cluster id {self.cluster_id}, got {cluster_id}")
+            existing = self.image.brokers.get(broker_id)
+            if existing is not None and existing.incarnation_id != incarnation_id:
+                last = self._last_heartbeat.get(broker_id)
+                if last is not None and time.monotonic() - last < self._session_timeout_s and not existing.fenced:
+                    raise KafkaError(ErrorCode.duplicate_broker_registration,
+                                     f"Another broker is registered with id {broker_id} and is still alive")
+            epoch = self.raft.high_watermark  # Kafka uses the record offset as the broker epoch
+            offset = await self._write([mr.RegisterBrokerRecord(broker_id, incarnation_id, epoch, endpoints, rack,
+                                                                 True, False, log_dirs)])
+            self._registration_offsets[broker_id] = offset
+            self._last_heartbeat[broker_id] = time.monotonic()
+            return epoch
+
+    async def broker_heartbeat(self, broker_id: int, broker_epoch: int, current_metadata_offset: int,
+                               want_fence: bool, want_shutdown: bool) -> HeartbeatResult:
+        async with self._lock:
+            self._check_active()
+            b = self.image.brokers.get(broker_id)
+            if b is None or b.epoch != broker_epoch:
+                raise KafkaError(ErrorCode.stale_broker_epoch, f"Broker {broker_id} epoch {broker_epoch} is not current")
+            self._last_heartbeat[broker_id] = time.monotonic()
+            caught_up = current_metadata_offset >= self._registration_offsets.get(broker_id, 0)
+            records: list[mr.MetadataRecord] = []
+            if want_shutdown:
+                records.extend(await self._controlled_shutdown_records(broker_id))
+                if not b.in_controlled_shutdown:
+                    records.append(mr.BrokerRegistrationChangeRecord(broker_id, broker_epoch, in_controlled_shutdown=True))
+            elif b.fenced and not want_fence and caught_up:
+                records.append(mr.BrokerRegistrationChangeRecord(broker_id, broker_epoch, fenced=False))
+                records.extend(self._elect_leaderless(broker_id))
+            elif not b.fenced and want_fence:
+                records.append(mr.BrokerRegistrationChangeRecord(broker_id, broker_epoch, fenced=True))
+            if records:
+                await self._write(records)
+            b = self.image.brokers[broker_id]
+            should_shutdown = want_shutdown and not self._leads_anything(broker_id)
+            return HeartbeatResult(caught_up, b.fenced, should_shutdown)
+
+    def _leads_anything(self, broker_id: int) -> bool:
+        return any(p.leader == broker_id and len(p.isr) > 1
+                   for t in self.image.topics_by_id.values() for p in t.partitions.values())
+
+    async def _controlled_shutdown_records(self, broker_id: int) -> list[mr.MetadataRecord]:
+        """Move leadership off the broker to another ISR member; shrink it out of ISRs."""
+        out: list[mr.MetadataRecord] = []
+        for t in self.image.topics_by_id.values():
+            for pid, p in t.partitions.items():
+                if broker_id not in p.isr or len(p.isr) <= 1:
+                    continue
+                new_isr = tuple(r for r in p.isr if r != broker_id)
+                if p.leader == broker_id:
+                    out.append(mr.PartitionChangeRecord(pid, t.topic_id, isr=new_isr, leader=new_isr[0]))
+                else:
+                    out.append(mr.PartitionChangeRecord(pid, t.topic_id, isr=new_isr))
+        return out
+
+    def _elect_leaderless(self, broker_id: int) -> list[mr.MetadataRecord]:
+        out: list[mr.MetadataRecord] = []
+        for t in self.image.topics_by_id.values():
+            for pid, p in t.partitions.items():
+                if p.leader == -1 and broker_id in p.isr:
+                    out.append(mr.PartitionChangeRecord(pid, t.topic_id, leader=broker_id))
+        return out
+
+    async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
+        async with self._lock:
+            self._check_active()
+            start = self.image.next_producer_id
+            await self._write([mr.ProducerIdsRecord(broker_id, broker_epoch, start + PRODUCER_ID_BLOCK_SIZE)])
+            return start, PRODUCER_ID_BLOCK_SIZE

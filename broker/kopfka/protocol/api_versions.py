@@ -1,0 +1,41 @@
+"""The API keys and version ranges this broker answers on client listeners.
+
+Ranges are those Kafka 4.x accepts (kio is generated from Kafka 4.2's schemas, so it holds
+exactly these), limited to what kopfka implements. ApiVersions advertises this table; any
+other (key, version) is answered with UNSUPPORTED_VERSION.
+"""
+
+from __future__ import annotations
+
+API_VERSIONS_KEY = 18
+
+# api_key -> (min_version, max_version)
+BROKER_APIS: dict[int, tuple[int, int]] = {
+    0: (3, 13),  # Produce
+    1: (4, 18),  # Fetch
+    2: (1, 11),  # ListOffsets
+    3: (0, 13),  # Metadata
+    18: (0, 4),  # ApiVersions
+    19: (2, 7),  # CreateTopics
+    20: (1, 6),  # DeleteTopics
+    21: (0, 2),  # DeleteRecords
+    22: (0, 6),  # InitProducerId
+    23: (2, 4),  # OffsetForLeaderEpoch
+    32: (1, 4),  # DescribeConfigs
+    33: (0, 2),  # AlterConfigs
+    37: (0, 3),  # CreatePartitions
+    44: (0, 1),  # IncrementalAlterConfigs
+    60: (0, 2),  # DescribeCluster
+}
+
+# APIs added by later subsystems register here at import time (groups, quotas, raft, ...).
+EXTRA_APIS: dict[int, tuple[int, int]] = {}
+
+
+def supported_apis() -> dict[int, tuple[int, int]]:
+    return {**BROKER_APIS, **EXTRA_APIS}
+
+
+def is_supported(api_key: int, api_version: int) -> bool:
+    rng = BROKER_APIS.get(api_key) or EXTRA_APIS.get(api_key)
+    return rng is not None and rng[0] <= api_version <= rng[1]

@@ -1,0 +1,144 @@
+"""Sans-IO framing: bytes in, request objects out; response objects in, bytes out.
+
+Like h11, nothing here touches a socket. `FrameDecoder` splits a byte stream into
+size-delimited frames and enforces socket.request.max.bytes; `decode_request` reads the
+request header and body with kio; `encode_response` frames a response with the right header
+version (v0 for ApiVersions always, KIP-511).
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
+from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
+from kio.serial import entity_reader, entity_writer
+
+from kopfka.protocol.api_versions import API_VERSIONS_KEY, is_supported
+
+
+class FrameError(Exception):
+    """The stream is not a valid sequence of Kafka frames: the connection must close."""
+
+
+class FrameTooLarge(FrameError):
+    pass
+
+
+class FrameDecoder:
+    """Incremental decoder of 4-byte big-endian size-prefixed frames."""
+
+    def __init__(self, max_frame_bytes: int) -> None:
+        self.max_frame_bytes = max_frame_bytes
+        self._buf = bytearray()
+
+    def feed(self, data: bytes) -> list[bytes]:
+        self._buf += data
+        frames = []
+        while len(self._buf) >= 4:
+            (size,) = struct.unpack_from(">i", self._buf, 0)
+            if size < 0:
+                raise FrameError(f"negative frame size {size}")
+            if size > self.max_frame_bytes:
+                raise FrameTooLarge(
+                    f"frame of {size} bytes exceeds socket.request.max.bytes {self.max_frame_bytes}"
+                )
+            if len(self._buf) < 4 + size:
+                break
+            frames.append(bytes(self._buf[4 : 4 + size]))
+            del self._buf[: 4 + size]
+        return frames
+
+
+@dataclass(frozen=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    header_size: int
+
+
+@dataclass
+class DecodedRequest:
+    header: RequestHeader
+    body: Any | None  # the kio request entity; None when the version is unsupported
+    frame_size: int
+
+
+_SHORT_HEADER = struct.Struct(">hhi")
+
+
+def peek_header(frame: bytes) -> tuple[int, int, int]:
+    if len(frame) < _SHORT_HEADER.size:
+        raise FrameError("request shorter than its header")
+    api_key, api_version, correlation_id = _SHORT_HEADER.unpack_from(frame, 0)
+    return api_key, api_version, correlation_id
+
+
+def decode_request(frame: bytes) -> DecodedRequest:
+    """Decode header and body. Unsupported (api_key, version) gives body=None, not an error.
+
+    Raises FrameError when the bytes do not parse: Kafka closes the connection then.
+    """
+    api_key, api_version, correlation_id = peek_header(frame)
+    if not is_supported(api_key, api_version):
+        # Only the v1 header fields are trusted here; enough to answer UNSUPPORTED_VERSION.
+        client_id = None
+        try:
+            hdr, size = entity_reader(RequestHeaderV1)(frame, 0)
+            client_id = hdr.client_id
+        except Exception:
+            size = _SHORT_HEADER.size
+        return DecodedRequest(RequestHeader(api_key, api_version, correlation_id, client_id, size), None, len(frame))
+    schema = load_request_schema(api_key, api_version)
+    header_cls = RequestHeaderV2 if schema.__flexible__ else RequestHeaderV1
+    try:
+        hdr, hsize = entity_reader(header_cls)(frame, 0)
+        body, bsize = entity_reader(schema)(frame, hsize)
+    except Exception as exc:  # kio raises assorted errors on malformed input
+        raise FrameError(f"cannot parse {schema.__name__} v{api_version}: {exc}") from exc
+    if hsize + bsize != len(frame):
+        raise FrameError(
+            f"{schema.__name__} v{api_version}: {len(frame) - hsize - bsize} unexpected trailing bytes"
+        )
+    header = RequestHeader(api_key, api_version, correlation_id, hdr.client_id, hsize)
+    return DecodedRequest(header, body, len(frame))
+
+
+def response_header_bytes(api_key: int, api_version: int, correlation_id: int) -> bytes:
+    """Header v1 (with empty tagged fields) for flexible responses, v0 otherwise."""
+    if api_key != API_VERSIONS_KEY and load_response_schema(api_key, api_version).__flexible__:
+        return struct.pack(">ib", correlation_id, 0)
+    return struct.pack(">i", correlation_id)
+
+
+def encode_response(api_key: int, api_version: int, correlation_id: int, body: Any) -> bytes:
+    """Frame a kio response entity: size prefix + header + body."""
+    buf = io.BytesIO()
+    buf.write(b"\0\0\0\0")
+    buf.write(response_header_bytes(api_key, api_version, correlation_id))
+    entity_writer(type(body))(buf, body)
+    out = buf.getbuffer()
+    struct.pack_into(">i", out, 0, len(out) - 4)
+    return bytes(out)
+
+
+__all__ = [
+    "DecodedRequest",
+    "FrameDecoder",
+    "FrameError",
+    "FrameTooLarge",
+    "RequestHeader",
+    "ResponseHeaderV0",
+    "ResponseHeaderV1",
+    "decode_request",
+    "encode_response",
+    "peek_header",
+]

@@ -1,0 +1,43 @@
+"""ApiVersions (KIP-511): always answerable, even for versions we don't support."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kopfka.protocol.api_versions import supported_apis
+from kopfka.protocol.errors import ErrorCode
+from kopfka.server.apis.registry import api
+from kopfka.server.request_context import RequestContext
+
+# Feature levels this binary supports and has finalized (metadata.version 4.2-IV1 = 27..).
+SUPPORTED_FEATURES = {"metadata.version": (7, 27), "kraft.version": (0, 1)}
+
+
+def api_keys() -> list[dict[str, int]]:
+    return [{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(supported_apis().items())]
+
+
+@api(18)
+async def handle_api_versions(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    error = ErrorCode.none
+    if req is not None and ctx.api_version >= 3:
+        name = req.client_software_name or ""
+        version = req.client_software_version or ""
+        valid = lambda s: bool(s) and all(c.isalnum() or c in ".-" for c in s) and s[0].isalnum() and s[-1].isalnum()  # noqa: E731
+        if not (valid(name) and valid(version)):
+            error = ErrorCode.invalid_request
+    image = ctx.image
+    return {
+        "error_code": error,
+        "api_keys": api_keys(),
+        "throttle_time": 0,
+        "supported_features": [{"name": n, "min_version": lo, "max_version": hi} for n, (lo, hi) in SUPPORTED_FEATURES.items()],
+        "finalized_features_epoch": image.provenance.last_offset,
+        "finalized_features": [{"name": n, "max_version_level": v, "min_version_level": v}
+                               for n, v in image.features.items()],
+        "zk_migration_ready": False,
+    }
+
+
+def unsupported_version_response() -> dict[str, Any]:
+    return {"error_code": ErrorCode.unsupported_version, "api_keys": api_keys(), "throttle_time": 0}

@@ -1,0 +1,146 @@
+"""Fetch: long-poll reads with fetch sessions, answered with a zero-copy response.
+
+Records go out as file regions (sendfile); only the partition headers are encoded in Python.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kopfka import uuids
+from kopfka.protocol.errors import ErrorCode, KafkaError
+from kopfka.protocol.fetch_response import FetchPartitionOut, FetchTopicOut, encode_fetch_response
+from kopfka.server.apis.registry import RawResponse, api
+from kopfka.server.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, CachedPartition
+from kopfka.server.replica_manager import FetchRequestPartition
+from kopfka.server.request_context import RequestContext
+
+
+def _ms(v: Any) -> int:
+    return int(v.total_seconds() * 1000) if hasattr(v, "total_seconds") else int(v)
+
+
+def _requested(ctx: RequestContext, req: Any) -> tuple[list[CachedPartition], list[tuple[str | None, str | None, int]]]:
+    """Resolve the request's partitions; unknown topic ids are returned separately with their id."""
+    image = ctx.image
+    out: list[CachedPartition] = []
+    unknown: list[tuple[str | None, str | None, int]] = []
+    for t in req.topics:
+        name = getattr(t, "topic", None)
+        tid = getattr(t, "topic_id", None)
+        topic_id_str = None
+        if tid is not None and ctx.api_version >= 13:
+            topic_id_str = uuids.to_str(tid)
+            topic = image.topics_by_id.get(topic_id_str)
+            if topic is None:
+                unknown.extend((None, topic_id_str, p.partition) for p in t.partitions)
+                continue
+            name = topic.name
+        elif name in image.topics_by_name:
+            topic_id_str = image.topics_by_name[name].topic_id
+        for p in t.partitions:
+            out.append(CachedPartition(name or "", p.partition, topic_id_str, p.fetch_offset, p.partition_max_bytes,
+                                       getattr(p, "current_leader_epoch", -1)))
+    return out, unknown
+
+
+def _forgotten(ctx: RequestContext, req: Any) -> list[tuple[str, int]]:
+    out = []
+    for t in getattr(req, "forgotten_topics_data", ()) or ():
+        name = getattr(t, "topic", None)
+        tid = getattr(t, "topic_id", None)
+        if tid is not None and ctx.api_version >= 13:
+            topic = ctx.image.topics_by_id.get(uuids.to_str(tid))
+            if topic is None:
+                continue
+            name = topic.name
+        out.extend((name, p) for p in t.partitions)
+    return out
+
+
+@api(1)
+async def handle_fetch(ctx: RequestContext, req: Any) -> RawResponse:
+    svc = ctx.services
+    version = ctx.api_version
+    sid = getattr(req, "session_id", 0)
+    epoch = getattr(req, "session_epoch", FINAL_EPOCH)
+    requested, unknown = _requested(ctx, req)
+    cache = svc.fetch_sessions
+    session = None
+    incremental = False
+    resp_session_id = 0
+    try:
+        if sid == 0 and epoch == FINAL_EPOCH:
+            parts = requested
+        elif sid == 0 and epoch == INITIAL_EPOCH:
+            session = cache.new_session()
+            parts = requested
+            if session is not None:
+                session.partitions = {(p.topic, p.partition): p for p in requested}
+                resp_session_id = session.session_id
+        elif sid != 0 and epoch == FINAL_EPOCH:
+            cache.remove(sid)
+            parts = requested
+        elif sid != 0 and epoch > 0:
+            session = cache.get(sid, epoch)
+            for p in requested:
+                session.partitions[(p.topic, p.partition)] = p if (p.topic, p.partition) not in session.partitions else _update(session.partitions[(p.topic, p.partition)], p)
+            for key in _forgotten(ctx, req):
+                session.partitions.pop(key, None)
+            parts = list(session.partitions.values())
+            incremental = True
+            resp_session_id = sid
+        else:
+            raise KafkaError(ErrorCode.invalid_fetch_session_epoch, "session id 0 needs epoch 0 or -1")
+    except KafkaError as exc:
+        chunks, size = encode_fetch_response(version, ctx.correlation_id, [], error_code=exc.code, session_id=0)
+        return RawResponse(chunks, size)
+
+    reads = [FetchRequestPartition((p.topic, p.partition), p.fetch_offset, p.max_bytes, p.current_leader_epoch) for p in parts]
+    isolation = "txn_committed" if getattr(req, "isolation_level", 0) == 1 else "high_watermark"
+    max_bytes = min(getattr(req, "max_bytes", 2**31 - 1), int(svc.config["fetch.max.bytes"]))
+    results = await svc.replica_manager.fetch_messages(
+        reads, max_bytes=max_bytes, min_bytes=req.min_bytes, max_wait_ms=_ms(req.max_wait), isolation=isolation)
+
+    requested_keys = {(p.topic, p.partition) for p in requested}
+    topics: list[FetchTopicOut] = []
+    by_topic: dict[tuple[str, str | None], FetchTopicOut] = {}
+    for p in parts:
+        key = (p.topic, p.partition)
+        data = results[key]
+        if incremental:
+            changed = (key in requested_keys or data.size > 0 or data.error != ErrorCode.none
+                       or data.high_watermark != p.high_watermark or data.last_stable_offset != p.last_stable_offset
+                       or data.log_start_offset != p.log_start_offset)
+            if not changed:
+                continue
+        if session is not None:
+            p.high_watermark, p.last_stable_offset, p.log_start_offset = data.high_watermark, data.last_stable_offset, data.log_start_offset
+        tkey = (p.topic, p.topic_id)
+        tout = by_topic.get(tkey)
+        if tout is None:
+            tout = FetchTopicOut(p.topic, uuids.from_str(p.topic_id) if p.topic_id else None)
+            by_topic[tkey] = tout
+            topics.append(tout)
+        out = FetchPartitionOut(p.partition, int(data.error), data.high_watermark, data.last_stable_offset,
+                                data.log_start_offset, data.aborted_transactions, -1, data.records)
+        if data.error in (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch) and version >= 12:
+            out.current_leader = (data.leader_id, data.leader_epoch)
+        tout.partitions.append(out)
+    for _name, tid, partition in unknown:
+        tout = FetchTopicOut("", uuids.from_str(tid) if tid else None)
+        tout.partitions.append(FetchPartitionOut(partition, int(ErrorCode.unknown_topic_id)))
+        topics.append(tout)
+    if session is not None:
+        session.epoch = (epoch + 1) if incremental else 1
+    chunks, size = encode_fetch_response(version, ctx.correlation_id, topics, session_id=resp_session_id)
+    return RawResponse(chunks, size)
+
+
+def _update(cached: CachedPartition, new: CachedPartition) -> CachedPartition:
+    cached.fetch_offset = new.fetch_offset
+    cached.max_bytes = new.max_bytes
+    cached.current_leader_epoch = new.current_leader_epoch
+    if new.topic_id:
+        cached.topic_id = new.topic_id
+    return cached

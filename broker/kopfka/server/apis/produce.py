@@ -1,0 +1,72 @@
+"""Produce: validate acks, resolve topics (names, or ids from v13), append through ReplicaManager.
+
+acks=0 produces no response; if such a request fails, the connection is closed so the client
+refreshes its metadata — Kafka's behaviour, since there is no response to carry the error.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kopfka import uuids
+from kopfka.protocol.errors import ErrorCode
+from kopfka.server.apis.registry import api
+from kopfka.server.request_context import RequestContext
+
+
+class CloseConnection(Exception):
+    """Close the connection without answering (e.g. a failed acks=0 produce)."""
+
+
+def _partition_error(index: int, code: ErrorCode, message: str | None = None) -> dict[str, Any]:
+    return {"index": index, "error_code": code, "base_offset": -1, "log_append_time": -1,
+            "log_start_offset": -1, "record_errors": [], "error_message": message}
+
+
+@api(0)
+async def handle_produce(ctx: RequestContext, req: Any) -> dict[str, Any] | None:
+    svc = ctx.services
+    image = ctx.image
+    acks = req.acks
+    responses: list[dict[str, Any]] = []
+    entries: list[tuple[tuple[str, int], bytes | None]] = []
+    slots: list[tuple[dict[str, Any], int, tuple[str, int]]] = []
+    txn_refused = req.transactional_id is not None
+    for t in req.topic_data:
+        name = getattr(t, "name", None)
+        tid = getattr(t, "topic_id", None)
+        topic_id_str = None
+        if name is None and tid is not None:
+            topic = image.topics_by_id.get(uuids.to_str(tid))
+            name = topic.name if topic else None
+            topic_id_str = topic.topic_id if topic else None
+        elif name is not None and name in image.topics_by_name:
+            topic_id_str = image.topics_by_name[name].topic_id
+        tout: dict[str, Any] = {"name": name or "", "topic_id": tid if tid is not None else (uuids.from_str(topic_id_str) if topic_id_str else uuids.ZERO_UUID), "partition_responses": []}
+        responses.append(tout)
+        for p in t.partition_data:
+            if acks not in (-1, 0, 1):
+                tout["partition_responses"].append(_partition_error(p.index, ErrorCode.invalid_required_acks))
+            elif txn_refused:
+                tout["partition_responses"].append(_partition_error(
+                    p.index, ErrorCode.transactional_id_authorization_failed, "transactions are not supported yet"))
+            elif name is None:
+                tout["partition_responses"].append(_partition_error(p.index, ErrorCode.unknown_topic_id))
+            else:
+                slot = {"index": p.index}
+                tout["partition_responses"].append(slot)
+                entries.append(((name, p.index), p.records))
+                slots.append((slot, p.index, (name, p.index)))
+    results = svc.replica_manager.append_records(entries, acks) if entries else {}
+    failed = False
+    for slot, index, tp in slots:
+        r = results[tp]
+        failed |= r.error != ErrorCode.none
+        slot.update({"index": index, "error_code": r.error, "base_offset": r.base_offset,
+                     "log_append_time": r.log_append_time_ms, "log_start_offset": r.log_start_offset,
+                     "record_errors": [], "error_message": r.message})
+    if acks == 0:
+        if failed or txn_refused:
+            raise CloseConnection("acks=0 produce failed")
+        return None
+    return {"responses": responses, "throttle_time": 0}

@@ -1,0 +1,123 @@
+"""BrokerLifecycleManager (seed 000): registration, heartbeats, fencing, controlled shutdown.
+
+States: NOT_RUNNING → STARTING → RECOVERY → RUNNING → PENDING_CONTROLLED_SHUTDOWN →
+SHUTTING_DOWN. The broker registers with the active controller (getting a broker epoch),
+then heartbeats every broker.heartbeat.interval.ms reporting its metadata offset; the
+controller unfences it once caught up. On SIGTERM it asks to shut down and waits until the
+controller has moved leadership away (shouldShutDown) before stopping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from kopfka.metadata import records as mr
+from kopfka.protocol.errors import KafkaError
+
+log = logging.getLogger(__name__)
+
+
+class BrokerState(enum.Enum):
+    NOT_RUNNING = 0
+    STARTING = 1
+    RECOVERY = 2
+    RUNNING = 3
+    PENDING_CONTROLLED_SHUTDOWN = 6
+    SHUTTING_DOWN = 7
+
+
+class BrokerLifecycleManager:
+    def __init__(self, node_id: int, cluster_id: str, controller: Any, *, endpoints: tuple[mr.Endpoint, ...],
+                 rack: str | None, log_dirs: tuple[str, ...], metadata_offset: Callable[[], int],
+                 heartbeat_interval_ms: int = 2000, registration_timeout_ms: int = 60000) -> None:
+        self.node_id = node_id
+        self.cluster_id = cluster_id
+        self.controller = controller
+        self.endpoints = endpoints
+        self.rack = rack
+        self.log_dirs = log_dirs
+        self.metadata_offset = metadata_offset
+        self.heartbeat_interval = heartbeat_interval_ms / 1000
+        self.registration_timeout = registration_timeout_ms / 1000
+        self.incarnation_id = str(uuid.uuid4())
+        self.broker_epoch = -1
+        self.state = BrokerState.NOT_RUNNING
+        self.fenced = True
+        self._want_shutdown = False
+        self._shutdown_ok = asyncio.Event()
+        self._unfenced = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def set_state(self, state: BrokerState) -> None:
+        if state != self.state:
+            log.info("Broker %d transitioning from %s to %s", self.node_id, self.state.name, state.name)
+            self.state = state
+
+    async def start(self) -> None:
+        self.set_state(BrokerState.STARTING)
+        deadline = asyncio.get_running_loop().time() + self.registration_timeout
+        while True:
+            try:
+                self.broker_epoch = await self.controller.register_broker(
+                    self.node_id, self.incarnation_id, self.endpoints, self.rack, self.log_dirs, self.cluster_id)
+                break
+            except KafkaError as exc:
+                if asyncio.get_running_loop().time() > deadline:
+                    raise RuntimeError(f"Broker {self.node_id} could not register within "
+                                       f"initial.broker.registration.timeout.ms: {exc}") from exc
+                log.warning("Broker registration failed (%s); retrying", exc)
+                await asyncio.sleep(self.heartbeat_interval)
+        log.info("Broker %d registered with epoch %d", self.node_id, self.broker_epoch)
+        self.set_state(BrokerState.RECOVERY)
+        self._task = asyncio.create_task(self._heartbeat_loop(), name="broker-lifecycle-heartbeat")
+
+    async def wait_unfenced(self) -> None:
+        await self._unfenced.wait()
+
+    async def _heartbeat_once(self) -> None:
+        res = await self.controller.broker_heartbeat(self.node_id, self.broker_epoch, self.metadata_offset(),
+                                                     False, self._want_shutdown)
+        self.fenced = res.is_fenced
+        if not res.is_fenced and self.state == BrokerState.RECOVERY:
+            self.set_state(BrokerState.RUNNING)
+            self._unfenced.set()
+        if self._want_shutdown and res.should_shutdown:
+            self._shutdown_ok.set()
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            try:
+                await self._heartbeat_once()
+            except KafkaError as exc:
+                log.warning("Broker heartbeat failed: %s", exc)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("Broker heartbeat failed unexpectedly")
+            delay = 0.05 if (self.state == BrokerState.RECOVERY or self._want_shutdown) else self.heartbeat_interval
+            await asyncio.sleep(delay)
+
+    async def controlled_shutdown(self, timeout_s: float = 30.0) -> None:
+        """Ask the controller to move leadership away; wait until it says we may stop."""
+        if self.broker_epoch < 0:
+            return
+        self.set_state(BrokerState.PENDING_CONTROLLED_SHUTDOWN)
+        self._want_shutdown = True
+        try:
+            await asyncio.wait_for(self._shutdown_ok.wait(), timeout_s)
+        except TimeoutError:
+            log.warning("Controlled shutdown did not complete within %.0fs; shutting down anyway", timeout_s)
+        self.set_state(BrokerState.SHUTTING_DOWN)
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass

@@ -1,0 +1,57 @@
+"""The broker's subsystems, wired once and handed to every request handler."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kopfka.config.definitions import ConfigError
+from kopfka.config.log_config import TOPIC_CONFIG, LogConfig, effective_log_config
+from kopfka.config.server_config import SERVER_CONFIG, KafkaConfig
+from kopfka.log.log_manager import LogManager
+from kopfka.metadata.loader import MetadataLoader
+from kopfka.server.fetch_session import FetchSessionCache
+from kopfka.server.producer_id_manager import ProducerIdManager
+from kopfka.server.replica_manager import ReplicaManager
+
+
+@dataclass
+class BrokerServices:
+    config: KafkaConfig
+    node_id: int
+    cluster_id: str
+    metadata: MetadataLoader
+    controller: Any  # QuorumController in-process, or a forwarding channel to the active controller
+    replica_manager: ReplicaManager
+    log_manager: LogManager
+    fetch_sessions: FetchSessionCache
+    producer_ids: ProducerIdManager
+    lifecycle: Any = None
+
+
+def broker_values(config: KafkaConfig, loader: MetadataLoader) -> dict[str, Any]:
+    """Static server.properties values overlaid with dynamic broker configs from the image."""
+    values = dict(config.values)
+    for key, raw in loader.image.broker_config(config.node_id).items():
+        defn = SERVER_CONFIG.keys.get(key)
+        if defn is None:
+            continue
+        try:
+            values[key] = defn.parse(raw)
+        except ConfigError:
+            continue
+    return values
+
+
+def make_config_for(config: KafkaConfig, loader: MetadataLoader) -> Any:
+    def config_for(topic: str) -> LogConfig:
+        overrides = {}
+        for key, raw in loader.image.topic_config(topic).items():
+            if key in TOPIC_CONFIG:
+                try:
+                    overrides[key] = TOPIC_CONFIG.keys[key].parse(raw)
+                except ConfigError:
+                    continue
+        return effective_log_config(overrides, broker_values(config, loader))
+
+    return config_for

@@ -1,0 +1,52 @@
+"""The HTTP endpoint for Kubernetes probes and Prometheus (`kopfka.http.listener`).
+
+/healthz answers as long as the event loop runs (liveness, also during log recovery);
+/readyz answers 200 only in the RUNNING lifecycle state; /metrics serves prometheus-client's
+registry.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from aiohttp import web
+from prometheus_client import REGISTRY, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+log = logging.getLogger(__name__)
+
+
+class HealthServer:
+    def __init__(self, state: Callable[[], str], ready: Callable[[], bool]) -> None:
+        self._state = state
+        self._ready = ready
+        self._runner: web.AppRunner | None = None
+        self.port: int | None = None
+
+    async def start(self, host: str, port: int) -> None:
+        app = web.Application()
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
+        app.router.add_get("/metrics", self._metrics)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host, port)
+        await site.start()
+        server = site._server
+        sockets = getattr(server, "sockets", None) or []
+        self.port = sockets[0].getsockname()[1] if sockets else port
+        log.info("Health and metrics endpoint on http://%s:%s", host, self.port)
+
+    async def _healthz(self, _: web.Request) -> web.Response:
+        return web.Response(text=self._state())
+
+    async def _readyz(self, _: web.Request) -> web.Response:
+        return web.Response(status=200 if self._ready() else 503, text=self._state())
+
+    async def _metrics(self, _: web.Request) -> web.Response:
+        return web.Response(body=generate_latest(REGISTRY), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()

@@ -1,0 +1,142 @@
+"""KafkaServer: start and stop one node (broker, controller or both) on the shared machinery.
+
+The combined single-node mode (the embedded default) runs a single-voter quorum in-process;
+separate controller and broker processes build on the same parts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+from kopfka.config.server_config import KafkaConfig
+from kopfka.controller.quorum_controller import QuorumController
+from kopfka.log import meta_properties
+from kopfka.log.log_manager import LogManager
+from kopfka.metadata import bootstrap
+from kopfka.metadata import records as mr
+from kopfka.metadata.loader import MetadataLoader
+from kopfka.raft.local_raft import LocalRaftClient
+from kopfka.server.broker_lifecycle import BrokerLifecycleManager, BrokerState
+from kopfka.server.broker_services import BrokerServices, make_config_for
+from kopfka.server.fetch_session import FetchSessionCache
+from kopfka.server.health import HealthServer
+from kopfka.server.network import KafkaNetworkServer
+from kopfka.server.producer_id_manager import ProducerIdManager
+from kopfka.server.replica_manager import ReplicaManager
+
+log = logging.getLogger(__name__)
+
+
+class StartupError(Exception):
+    """A problem that stops the node from starting; the message names the fix."""
+
+
+class KafkaServer:
+    def __init__(self, config: KafkaConfig) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self._stopped = asyncio.Event()
+        self.lifecycle: BrokerLifecycleManager | None = None
+        self.network: KafkaNetworkServer | None = None
+        self.health: HealthServer | None = None
+        self.raft: LocalRaftClient | None = None
+        self.log_manager: LogManager | None = None
+        self.replica_manager: ReplicaManager | None = None
+
+    @property
+    def state(self) -> str:
+        return self.lifecycle.state.name if self.lifecycle else BrokerState.NOT_RUNNING.name
+
+    def _check_formatted(self) -> str:
+        dirs = list(dict.fromkeys([*self.config.log_dirs, self.config.metadata_log_dir]))
+        try:
+            metas = meta_properties.verify(dirs, self.node_id)
+        except meta_properties.MetaPropertiesError as exc:
+            raise StartupError(str(exc)) from exc
+        return next(iter(metas.values())).cluster_id
+
+    async def start(self) -> None:
+        cfg = self.config
+        if cfg.roles != {"broker", "controller"}:
+            raise StartupError("process.roles other than 'broker,controller' need the KRaft quorum "
+                               "(multi-node mode), which this build does not provide yet")
+        voters = cfg["controller.quorum.voters"]
+        if voters and [v.split("@")[0] for v in voters] != [str(self.node_id)]:
+            raise StartupError("controller.quorum.voters lists other nodes: multi-voter quorums are not available yet")
+        cluster_id = self._check_formatted()
+        http = cfg["kopfka.http.listener"]
+        if http:
+            host, _, port = http.rpartition(":")
+            self.health = HealthServer(lambda: self.state, lambda: self.state == BrokerState.RUNNING.name)
+            await self.health.start(host or "0.0.0.0", int(port))
+
+        loader = MetadataLoader("broker")
+        self.log_manager = LogManager(cfg.log_dirs, make_config_for(cfg, loader))
+        self.log_manager.lock_dirs()
+        await asyncio.to_thread(self.log_manager.load_logs)
+
+        self.raft = LocalRaftClient(self.node_id, cfg.metadata_log_dir, segment_bytes=int(cfg["metadata.log.segment.bytes"]))
+        controller = QuorumController(self.raft, node_id=self.node_id, cluster_id=cluster_id, static_config=cfg.values)
+        self.raft.register(loader)
+        self.raft.replay_committed()
+        boot = bootstrap.read_bootstrap(cfg.metadata_log_dir) or bootstrap.bootstrap_records()
+        await controller.bootstrap(boot)
+
+        self.replica_manager = ReplicaManager(self.node_id, self.log_manager)
+        loader.install_publishers([self.replica_manager])
+
+        services = BrokerServices(
+            config=cfg, node_id=self.node_id, cluster_id=cluster_id, metadata=loader, controller=controller,
+            replica_manager=self.replica_manager, log_manager=self.log_manager,
+            fetch_sessions=FetchSessionCache(int(cfg["max.incremental.fetch.session.cache.slots"])),
+            producer_ids=ProducerIdManager(lambda: controller.allocate_producer_ids(self.node_id, self.lifecycle.broker_epoch if self.lifecycle else -1)),
+        )
+        endpoints = tuple(mr.Endpoint(lst.name, lst.host, lst.port) for lst in cfg.advertised_listeners)
+        self.lifecycle = BrokerLifecycleManager(
+            self.node_id, cluster_id, controller, endpoints=endpoints, rack=cfg["broker.rack"],
+            log_dirs=tuple(m.directory_id for m in meta_properties.verify(cfg.log_dirs, self.node_id).values()),
+            metadata_offset=lambda: loader.last_applied_offset,
+            heartbeat_interval_ms=int(cfg["broker.heartbeat.interval.ms"]),
+            registration_timeout_ms=int(cfg["initial.broker.registration.timeout.ms"]))
+        services.lifecycle = self.lifecycle
+        self.log_manager.broker_epoch = -1
+        await self.lifecycle.start()
+        await self.lifecycle.wait_unfenced()
+        self.log_manager.broker_epoch = self.lifecycle.broker_epoch
+
+        self.network = KafkaNetworkServer(services, int(cfg["socket.request.max.bytes"]))
+        for lst in cfg.broker_listeners:
+            await self.network.start_listener(lst.name, lst.host, lst.port)
+        log.info("[KafkaServer id=%d] started (cluster id %s)", self.node_id, cluster_id)
+
+    async def shutdown(self) -> None:
+        log.info("[KafkaServer id=%d] shutting down", self.node_id)
+        if self.lifecycle is not None:
+            await self.lifecycle.controlled_shutdown()
+        if self.network is not None:
+            await self.network.close()
+        if self.lifecycle is not None:
+            await self.lifecycle.close()
+        if self.replica_manager is not None:
+            self.replica_manager.shutdown()
+        if self.log_manager is not None:
+            await asyncio.to_thread(self.log_manager.shutdown)
+        if self.raft is not None:
+            self.raft.close()
+        if self.health is not None:
+            await self.health.stop()
+        if self.lifecycle is not None:
+            self.lifecycle.set_state(BrokerState.NOT_RUNNING)
+        log.info("[KafkaServer id=%d] shut down completed", self.node_id)
+
+    async def run_until_signalled(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._stopped.set)
+        try:
+            await self.start()
+            await self._stopped.wait()
+        finally:
+            await self.shutdown()

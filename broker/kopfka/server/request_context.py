@@ -1,0 +1,25 @@
+"""What a request handler can reach: the broker's subsystems and the request's metadata."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kopfka.server.broker_services import BrokerServices
+
+
+@dataclass
+class RequestContext:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    listener_name: str
+    client_host: str
+    services: BrokerServices
+    request_size: int = 0
+
+    @property
+    def image(self) -> Any:
+        return self.services.metadata.image
