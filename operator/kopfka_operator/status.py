@@ -67,15 +67,17 @@ def pool_status(pool: Pool, sts: Mapping[str, Any] | None) -> dict[str, Any]:
     }
 
 
-def _sts_settled(pool: Pool, sts: Mapping[str, Any] | None) -> bool:
-    if sts is None:
-        return False
-    status = sts.get("status") or {}
-    observed = status.get("observedGeneration")
+def _sts_observed(sts: Mapping[str, Any]) -> bool:
+    """Whether the StatefulSet controller has seen the set's latest spec."""
+    observed = (sts.get("status") or {}).get("observedGeneration")
     generation = (sts.get("metadata") or {}).get("generation")
-    if observed is not None and generation is not None and observed < generation:
+    return observed is None or generation is None or observed >= generation
+
+
+def _sts_settled(pool: Pool, sts: Mapping[str, Any] | None) -> bool:
+    if sts is None or not _sts_observed(sts):
         return False
-    return int(status.get("readyReplicas") or 0) >= pool.replicas
+    return int((sts.get("status") or {}).get("readyReplicas") or 0) >= pool.replicas
 
 
 def format_failures(pods: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -142,7 +144,8 @@ def build_status(
             if key == "brokers":
                 status[key]["selector"] = label_selector(selector_labels(name, pool.role))
             settled = settled and _sts_settled(pool, sts)
-            progress.append(f"{key} {status[key]['readyReplicas']}/{pool.replicas} ready")
+            note = "" if sts is None or _sts_observed(sts) else " (StatefulSet update not observed yet)"
+            progress.append(f"{key} {status[key]['readyReplicas']}/{pool.replicas} ready{note}")
         summary = ", ".join(progress)
         applied = status.get("observedGeneration") == generation
         ready_cond = (settled, "AllNodesReady" if settled else "NodesNotReady", summary)

@@ -1,0 +1,325 @@
+"""A real kopf operator (in-process task) against the kmock emulator from conftest.py.
+
+kmock runs no controllers: where Kubernetes would fill StatefulSet status, create PVCs or run
+pods, the tests write those objects themselves through the API, as the controllers would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import threading
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import kopf
+import pytest
+
+from kopfka_operator.handlers import OperatorConfig, configure_settings, register
+from kopfka_operator.kube import KubeApi
+from kopfka_operator.reconcile import reconcile
+
+NS = "kafka"
+IMAGE = "registry.invalid/kopfka:test"
+CHILD_PLURALS = {"configmaps", "services", "serviceaccounts", "statefulsets", "poddisruptionbudgets"}
+
+
+def cluster_body(name: str = "demo", **spec_overrides: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "controllers": {"replicas": 3, "storage": {"volumes": [{"id": 0, "size": "1Gi"}]}},
+        "brokers": {
+            "replicas": 3,
+            "storage": {
+                "type": "jbod",
+                "volumes": [
+                    {"id": 0, "size": "10Gi"},
+                    {"id": 1, "size": "10Gi", "kraftMetadata": True},
+                    {"id": 2, "size": "20Gi", "deleteClaim": True, "storageClass": "fast"},
+                ],
+            },
+        },
+        "config": {"num.partitions": 6, "default.replication.factor": "3"},
+    }
+    spec.update(spec_overrides)
+    return {
+        "apiVersion": "kopfka.io/v1alpha1",
+        "kind": "KafkaCluster",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": spec,
+    }
+
+
+async def eventually(probe: Callable[[], Any], timeout: float = 15.0) -> Any:
+    """Poll an async probe until it returns something truthy (its last error is re-raised)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        try:
+            result = await probe()
+            if result:
+                return result
+            error: Exception | None = None
+        except (AssertionError, KeyError, TypeError) as exc:
+            error = exc
+        if asyncio.get_running_loop().time() > deadline:
+            if error:
+                raise error
+            raise AssertionError(f"timed out waiting for {probe}")
+        await asyncio.sleep(0.05)
+
+
+@pytest.fixture
+async def api(k8s: Any) -> AsyncIterator[KubeApi]:
+    client = KubeApi(kopf.ConnectionInfo(server=k8s.url))
+    yield client
+    await client.close()
+
+
+@pytest.fixture
+async def operator(k8s: Any) -> AsyncIterator[None]:
+    """kopf in its own thread and loop: on shutdown kopf cancels every task of its loop that
+    it did not find at startup, which would include the test's own teardown."""
+    registry = kopf.OperatorRegistry()
+
+    async def login(**_: Any) -> kopf.ConnectionInfo:
+        return kopf.ConnectionInfo(server=k8s.url)
+
+    register(registry, OperatorConfig(default_image=IMAGE, resync_seconds=3600), login=login)
+    settings = kopf.OperatorSettings()
+    settings.peering.standalone = True
+    settings.scanning.disabled = True
+    settings.posting.enabled = False
+    configure_settings(settings)
+    stop, ready = threading.Event(), threading.Event()
+    thread = threading.Thread(
+        target=asyncio.run,
+        args=(
+            kopf.operator(
+                registry=registry, settings=settings, standalone=True,
+                namespaces=[NS], stop_flag=stop, ready_flag=ready,
+            ),
+        ),
+        daemon=True,
+    )
+    thread.start()
+    loop = asyncio.get_running_loop()
+    assert await loop.run_in_executor(None, ready.wait, 10), "kopf did not start"
+    yield
+    stop.set()
+    await loop.run_in_executor(None, thread.join, 20)
+    assert not thread.is_alive(), "kopf did not stop"
+
+
+def condition(status: dict[str, Any], type_: str) -> dict[str, Any]:
+    return next(c for c in status.get("conditions", []) if c["type"] == type_)
+
+
+async def get(api: KubeApi, kind: str, name: str) -> dict[str, Any]:
+    obj = await api.get(kind, NS, name)
+    assert obj is not None, f"{kind} {name} missing"
+    return obj
+
+
+def child_writes(k8s: Any) -> list[tuple[str, str, str | None, str | None]]:
+    return [w for w in k8s.writes if w[1] in CHILD_PLURALS]
+
+
+async def set_ready(api: KubeApi, sts: str, ready: int) -> None:
+    current = await get(api, "StatefulSet", sts)
+    status = {"replicas": ready, "readyReplicas": ready,
+              "observedGeneration": current["metadata"]["generation"]}
+    await api.patch("StatefulSet", NS, sts, {"status": status}, subresource="status")
+
+
+async def test_cluster_lifecycle_children_status_update_delete(k8s: Any, api: KubeApi, operator: None) -> None:
+    created = await api.create(NS, cluster_body())
+    uid = created["metadata"]["uid"]
+
+    broker_sts = await eventually(lambda: api.get("StatefulSet", NS, "demo-broker"))
+    cluster = await eventually(lambda: _with_status(api, "demo", "clusterId", "conditions"))
+    status = cluster["status"]
+    cluster_id = status["clusterId"]
+    assert len(cluster_id) == 22 and "=" not in cluster_id
+    assert cluster["metadata"]["finalizers"] == ["kopfka.io/finalizer"]
+    assert status["bootstrapServers"] == f"demo-bootstrap.{NS}.svc:9092"
+    assert status["brokers"]["nodeIds"] == [0, 1, 2]
+    assert status["controllers"]["nodeIds"] == [1000, 1001, 1002]
+    assert status["initialControllers"].startswith(f"1000@demo-controller-0.demo-controller.{NS}.svc:9093:")
+    assert condition(status, "Ready")["status"] == "False"
+    assert condition(status, "Reconciling")["status"] == "True"
+    assert condition(status, "Warning")["status"] == "False"
+
+    # Every child exists and is owned by the cluster.
+    names = {
+        "ServiceAccount": ["demo-kopfka"],
+        "ConfigMap": ["demo-controller-config", "demo-broker-config"],
+        "Service": ["demo-controller", "demo-broker", "demo-bootstrap"],
+        "PodDisruptionBudget": ["demo-controller", "demo-broker"],
+        "StatefulSet": ["demo-controller", "demo-broker"],
+    }
+    for kind, kind_names in names.items():
+        for name in kind_names:
+            child = await get(api, kind, name)
+            owners = child["metadata"]["ownerReferences"]
+            assert [(o["kind"], o["uid"], o["controller"]) for o in owners] == [("KafkaCluster", uid, True)]
+
+    # JBOD: three claim templates, mounts, log.dirs, metadata dir on the kraftMetadata volume.
+    spec = broker_sts["spec"]
+    assert spec["updateStrategy"] == {"type": "OnDelete"}
+    assert [t["metadata"]["name"] for t in spec["volumeClaimTemplates"]] == ["data-0", "data-1", "data-2"]
+    assert spec["volumeClaimTemplates"][2]["spec"]["storageClassName"] == "fast"
+    pod = spec["template"]["spec"]
+    (init,) = pod["initContainers"]
+    (main,) = pod["containers"]
+    mounts = {m["name"]: m["mountPath"] for m in main["volumeMounts"]}
+    assert mounts["data-2"] == "/var/lib/kopfka/data-2"
+    assert {m["name"] for m in init["volumeMounts"]} >= {"data-0", "data-1", "data-2", "config"}
+    assert f"--cluster-id {cluster_id}" in init["command"][2]
+    assert "--ignore-formatted" in init["command"][2]
+    assert "--initial-controllers" not in init["command"][2]
+    assert pod["terminationGracePeriodSeconds"] == 300
+    assert main["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    props = (await get(api, "ConfigMap", "demo-broker-config"))["data"]["server.properties"]
+    assert "log.dirs=/var/lib/kopfka/data-0,/var/lib/kopfka/data-1,/var/lib/kopfka/data-2\n" in props
+    assert "metadata.log.dir=/var/lib/kopfka/data-1\n" in props
+    assert "num.partitions=6\n" in props
+    controller_init = (await get(api, "StatefulSet", "demo-controller"))["spec"]["template"]["spec"][
+        "initContainers"
+    ][0]["command"][2]
+    assert status["initialControllers"] in controller_init
+
+    # The StatefulSet controller reports ready pods -> Ready.
+    await set_ready(api, "demo-controller", 3)
+    await set_ready(api, "demo-broker", 3)
+    cluster = await eventually(lambda: _condition_is(api, "demo", "Ready", "True"))
+    assert condition(cluster["status"], "Reconciling")["status"] == "False"
+    assert cluster["status"]["brokers"]["readyReplicas"] == 3
+    assert cluster["status"]["observedGeneration"] == cluster["metadata"]["generation"]
+
+    # Re-running the reconcile changes nothing.
+    before = len(child_writes(k8s))
+    await reconcile(api, await get(api, "KafkaCluster", "demo"), IMAGE)
+    assert child_writes(k8s)[before:] == []
+
+    # Scale brokers and change config: children patched, progress reported.
+    await api.patch(
+        "KafkaCluster", NS, "demo",
+        {"spec": {"brokers": {"replicas": 5}, "config": {"num.partitions": 12}}},
+    )
+    await eventually(lambda: _sts_replicas(api, "demo-broker", 5))
+    props = (await get(api, "ConfigMap", "demo-broker-config"))["data"]["server.properties"]
+    assert "num.partitions=12\n" in props
+    cluster = await eventually(lambda: _condition_is(api, "demo", "Reconciling", "True"))
+    assert cluster["status"]["brokers"]["nodeIds"] == [0, 1, 2, 3, 4]
+    assert cluster["status"]["clusterId"] == cluster_id  # never regenerated
+    assert condition(cluster["status"], "Ready")["status"] == "False"
+    assert "StatefulSet update not observed yet" in condition(cluster["status"], "Ready")["message"]
+    await set_ready(api, "demo-broker", 5)
+    await set_ready(api, "demo-controller", 3)  # spec.config reaches the controllers too
+    await eventually(lambda: _condition_is(api, "demo", "Ready", "True"))
+
+    # Delete: the finalizer runs, deleteClaim volumes' PVCs go, the others stay.
+    for vol in (0, 1, 2):
+        await api.create(NS, _pvc(f"data-{vol}-demo-broker-0", "broker", vol))
+    await api.create(NS, _pvc("data-0-demo-controller-0", "controller", 0))
+    await api._request("DELETE", "/apis/kopfka.io/v1alpha1/namespaces/kafka/kafkaclusters/demo")
+    await eventually(lambda: _gone(api, "KafkaCluster", "demo"))
+    assert await api.get("PersistentVolumeClaim", NS, "data-2-demo-broker-0") is None
+    for kept in ("data-0-demo-broker-0", "data-1-demo-broker-0", "data-0-demo-controller-0"):
+        assert await api.get("PersistentVolumeClaim", NS, kept) is not None
+
+
+async def test_invalid_config_key_is_a_warning_and_changes_no_children(
+    k8s: Any, api: KubeApi, operator: None
+) -> None:
+    await api.create(NS, cluster_body())
+    await eventually(lambda: _condition_is(api, "demo", "Reconciling", "True"))
+    cm_before = await get(api, "ConfigMap", "demo-broker-config")
+    sts_before = await get(api, "StatefulSet", "demo-broker")
+    writes_before = len(child_writes(k8s))
+
+    await api.patch("KafkaCluster", NS, "demo", {"spec": {"config": {"log.dirs": "/elsewhere"},
+                                                          "brokers": {"replicas": 4}}})
+    cluster = await eventually(lambda: _condition_is(api, "demo", "Warning", "True"))
+    warning = condition(cluster["status"], "Warning")
+    assert warning["reason"] == "OperatorOwnedConfigKey"
+    assert "log.dirs" in warning["message"]
+    assert condition(cluster["status"], "Reconciling")["reason"] == "OperatorOwnedConfigKey"
+    await asyncio.sleep(0.3)
+    assert child_writes(k8s)[writes_before:] == []
+    assert (await get(api, "ConfigMap", "demo-broker-config"))["data"] == cm_before["data"]
+    assert (await get(api, "StatefulSet", "demo-broker"))["spec"] == sts_before["spec"]
+
+    # Fixing the spec applies it and clears the warning.
+    await api.patch("KafkaCluster", NS, "demo", {"spec": {"config": {"log.dirs": None}}})
+    await eventually(lambda: _condition_is(api, "demo", "Warning", "False"))
+    await eventually(lambda: _sts_replicas(api, "demo-broker", 4))
+
+
+async def test_spec_error_without_children_and_format_failure_surfaces(
+    k8s: Any, api: KubeApi, operator: None
+) -> None:
+    bad = cluster_body("bad", mode="combined")  # combined mode must not have controllers
+    await api.create(NS, bad)
+    cluster = await eventually(lambda: _condition_is(api, "bad", "Warning", "True"))
+    assert condition(cluster["status"], "Warning")["reason"] == "InvalidSpec"
+    assert "clusterId" not in cluster["status"]
+    assert await api.get("StatefulSet", NS, "bad-broker") is None
+    assert await api.get("ConfigMap", NS, "bad-broker-config") is None
+
+    body = cluster_body("solo", mode="combined")
+    del body["spec"]["controllers"]
+    body["spec"]["brokers"]["replicas"] = 1
+    await api.create(NS, body)
+    sts = await eventually(lambda: api.get("StatefulSet", NS, "solo-combined"))
+    script = sts["spec"]["template"]["spec"]["initContainers"][0]["command"][2]
+    assert "--initial-controllers" in script and "--no-initial-controllers" in script
+
+    # The format-storage init container fails on a disk of another cluster.
+    labels = sts["spec"]["template"]["metadata"]["labels"]
+    await api.create(NS, {"apiVersion": "v1", "kind": "Pod",
+                          "metadata": {"name": "solo-combined-0", "namespace": NS, "labels": labels},
+                          "spec": copy.deepcopy(sts["spec"]["template"]["spec"])})
+    message = "log dir /var/lib/kopfka/data-0 is formatted for cluster AAAAAAAAAAAAAAAAAAAAAA"
+    pod_status = {"phase": "Pending", "initContainerStatuses": [{
+        "name": "format-storage", "ready": False, "restartCount": 2, "image": IMAGE, "imageID": "",
+        "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+        "lastState": {"terminated": {"exitCode": 1, "reason": "Error", "message": message}},
+    }]}
+    await api.patch("Pod", NS, "solo-combined-0", {"status": pod_status}, subresource="status")
+    cluster = await eventually(lambda: _condition_is(api, "solo", "Warning", "True"))
+    warning = condition(cluster["status"], "Warning")
+    assert warning["reason"] == "FormatStorageFailed"
+    assert "solo-combined-0" in warning["message"] and message in warning["message"]
+
+
+def _pvc(name: str, role: str, volume: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": NS,
+                     "labels": {"kopfka.io/cluster": "demo", "kopfka.io/role": role,
+                                "kopfka.io/volume": str(volume)}},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+    }
+
+
+async def _with_status(api: KubeApi, name: str, *keys: str) -> dict[str, Any] | None:
+    obj = await api.get("KafkaCluster", NS, name)
+    status = (obj or {}).get("status") or {}
+    return obj if all(k in status for k in keys) else None
+
+
+async def _condition_is(api: KubeApi, name: str, type_: str, value: str) -> dict[str, Any] | None:
+    obj = await _with_status(api, name, "conditions")
+    if obj and condition(obj["status"], type_)["status"] == value:
+        return obj
+    return None
+
+
+async def _sts_replicas(api: KubeApi, name: str, replicas: int) -> bool:
+    sts = await api.get("StatefulSet", NS, name)
+    return bool(sts and sts["spec"]["replicas"] == replicas)
+
+
+async def _gone(api: KubeApi, kind: str, name: str) -> bool:
+    return await api.get(kind, NS, name) is None
