@@ -144,7 +144,11 @@ def build_status(
             if key == "brokers":
                 status[key]["selector"] = label_selector(selector_labels(name, pool.role))
             settled = settled and _sts_settled(pool, sts)
-            note = "" if sts is None or _sts_observed(sts) else " (StatefulSet update not observed yet)"
+            note = (
+                ""
+                if sts is None or _sts_observed(sts)
+                else " (StatefulSet update not observed yet)"
+            )
             progress.append(f"{key} {status[key]['readyReplicas']}/{pool.replicas} ready{note}")
         summary = ", ".join(progress)
         applied = status.get("observedGeneration") == generation

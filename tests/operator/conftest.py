@@ -111,7 +111,7 @@ def _rv(raw: Mapping[str, Any]) -> int:
 class Emulator(kmock.KubernetesEmulator):
     _rv_counter: int = attrs.field(default=0, init=False)
     writes: list[tuple[str, str, str | None, str | None]] = attrs.field(factory=list, init=False)
-    url: str = attrs.field(default="", init=False)
+    server_url: str = attrs.field(default="", init=False)
 
     def _next_rv(self) -> str:
         self._rv_counter += 1
@@ -127,7 +127,9 @@ class Emulator(kmock.KubernetesEmulator):
         mutating = (kmock.action.CREATE, kmock.action.UPDATE, kmock.action.DELETE)
         if request.resource is None or request.action not in mutating:
             return await super()._handle(request)
-        self.writes.append((request.action.value, request.resource.plural, request.name, request.subresource))
+        self.writes.append(
+            (request.action.value, request.resource.plural, request.name, request.subresource)
+        )
         try:
             async with self._lock:
                 event, raw, status = self._mutate(request)
@@ -151,7 +153,9 @@ class Emulator(kmock.KubernetesEmulator):
                 uid=str(uuid.uuid4()),
                 resourceVersion=self._next_rv(),
                 generation=1,
-                creationTimestamp=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                creationTimestamp=datetime.datetime.now(datetime.UTC).strftime(
+                    "%Y-%m-%dT%H:%M:%SZ"
+                ),
             )
             if "status" in info.subresources:
                 data.pop("status", None)
@@ -172,7 +176,9 @@ class Emulator(kmock.KubernetesEmulator):
             if meta.get("finalizers"):
                 if meta.get("deletionTimestamp"):
                     return None, current, 200
-                meta["deletionTimestamp"] = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+                meta["deletionTimestamp"] = datetime.datetime.now(datetime.UTC).strftime(
+                    "%Y-%m-%dT%H:%M:%SZ"
+                )
                 meta["resourceVersion"] = self._next_rv()
                 obj.history.append(current)
                 return "MODIFIED", current, 200
@@ -244,7 +250,7 @@ class Emulator(kmock.KubernetesEmulator):
         try:
             async with self._lock:
                 snapshot = self._matching(request)
-            last: dict[tuple[str | None, str], int] = {}
+            last: dict[tuple[Any, Any], int] = {}
             for raw in snapshot:
                 meta = raw["metadata"]
                 last[(meta.get("namespace"), meta["name"])] = _rv(raw)
@@ -272,13 +278,17 @@ async def k8s() -> AsyncIterator[Emulator]:
 
     async with Emulator() as emulator, kmock.Server(emulator) as server:
         emulator.resources.load_bundled()
-        for plural, kind in (("kafkaclusters", "KafkaCluster"), ("topics", "Topic"), ("quotas", "Quota")):
+        for plural, kind in (
+            ("kafkaclusters", "KafkaCluster"),
+            ("topics", "Topic"),
+            ("quotas", "Quota"),
+        ):
             emulator.resources[f"{GROUP}/{VERSION}/{plural}"] = kmock.ResourceInfo(
                 kind=kind,
                 namespaced=True,
                 verbs=["list", "watch", "get", "create", "patch", "update", "delete"],
                 subresources=["status"],
             )
-        emulator.url = str(server.url)
+        emulator.server_url = str(server.url)
         yield emulator
         await asyncio.sleep(0)

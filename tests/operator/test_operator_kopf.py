@@ -14,14 +14,19 @@ from typing import Any
 
 import kopf
 import pytest
-
 from kopfka_operator.handlers import OperatorConfig, configure_settings, register
 from kopfka_operator.kube import KubeApi
 from kopfka_operator.reconcile import reconcile
 
 NS = "kafka"
 IMAGE = "registry.invalid/kopfka:test"
-CHILD_PLURALS = {"configmaps", "services", "serviceaccounts", "statefulsets", "poddisruptionbudgets"}
+CHILD_PLURALS = {
+    "configmaps",
+    "services",
+    "serviceaccounts",
+    "statefulsets",
+    "poddisruptionbudgets",
+}
 
 
 def cluster_body(name: str = "demo", **spec_overrides: Any) -> dict[str, Any]:
@@ -69,7 +74,7 @@ async def eventually(probe: Callable[[], Any], timeout: float = 15.0) -> Any:
 
 @pytest.fixture
 async def api(k8s: Any) -> AsyncIterator[KubeApi]:
-    client = KubeApi(kopf.ConnectionInfo(server=k8s.url))
+    client = KubeApi(kopf.ConnectionInfo(server=k8s.server_url))
     yield client
     await client.close()
 
@@ -81,7 +86,7 @@ async def operator(k8s: Any) -> AsyncIterator[None]:
     registry = kopf.OperatorRegistry()
 
     async def login(**_: Any) -> kopf.ConnectionInfo:
-        return kopf.ConnectionInfo(server=k8s.url)
+        return kopf.ConnectionInfo(server=k8s.server_url)
 
     register(registry, OperatorConfig(default_image=IMAGE, resync_seconds=3600), login=login)
     settings = kopf.OperatorSettings()
@@ -94,8 +99,12 @@ async def operator(k8s: Any) -> AsyncIterator[None]:
         target=asyncio.run,
         args=(
             kopf.operator(
-                registry=registry, settings=settings, standalone=True,
-                namespaces=[NS], stop_flag=stop, ready_flag=ready,
+                registry=registry,
+                settings=settings,
+                standalone=True,
+                namespaces=[NS],
+                stop_flag=stop,
+                ready_flag=ready,
             ),
         ),
         daemon=True,
@@ -125,12 +134,17 @@ def child_writes(k8s: Any) -> list[tuple[str, str, str | None, str | None]]:
 
 async def set_ready(api: KubeApi, sts: str, ready: int) -> None:
     current = await get(api, "StatefulSet", sts)
-    status = {"replicas": ready, "readyReplicas": ready,
-              "observedGeneration": current["metadata"]["generation"]}
+    status = {
+        "replicas": ready,
+        "readyReplicas": ready,
+        "observedGeneration": current["metadata"]["generation"],
+    }
     await api.patch("StatefulSet", NS, sts, {"status": status}, subresource="status")
 
 
-async def test_cluster_lifecycle_children_status_update_delete(k8s: Any, api: KubeApi, operator: None) -> None:
+async def test_cluster_lifecycle_children_status_update_delete(
+    k8s: Any, api: KubeApi, operator: None
+) -> None:
     created = await api.create(NS, cluster_body())
     uid = created["metadata"]["uid"]
 
@@ -143,7 +157,9 @@ async def test_cluster_lifecycle_children_status_update_delete(k8s: Any, api: Ku
     assert status["bootstrapServers"] == f"demo-bootstrap.{NS}.svc:9092"
     assert status["brokers"]["nodeIds"] == [0, 1, 2]
     assert status["controllers"]["nodeIds"] == [1000, 1001, 1002]
-    assert status["initialControllers"].startswith(f"1000@demo-controller-0.demo-controller.{NS}.svc:9093:")
+    assert status["initialControllers"].startswith(
+        f"1000@demo-controller-0.demo-controller.{NS}.svc:9093:"
+    )
     assert condition(status, "Ready")["status"] == "False"
     assert condition(status, "Reconciling")["status"] == "True"
     assert condition(status, "Warning")["status"] == "False"
@@ -160,12 +176,18 @@ async def test_cluster_lifecycle_children_status_update_delete(k8s: Any, api: Ku
         for name in kind_names:
             child = await get(api, kind, name)
             owners = child["metadata"]["ownerReferences"]
-            assert [(o["kind"], o["uid"], o["controller"]) for o in owners] == [("KafkaCluster", uid, True)]
+            assert [(o["kind"], o["uid"], o["controller"]) for o in owners] == [
+                ("KafkaCluster", uid, True)
+            ]
 
     # JBOD: three claim templates, mounts, log.dirs, metadata dir on the kraftMetadata volume.
     spec = broker_sts["spec"]
     assert spec["updateStrategy"] == {"type": "OnDelete"}
-    assert [t["metadata"]["name"] for t in spec["volumeClaimTemplates"]] == ["data-0", "data-1", "data-2"]
+    assert [t["metadata"]["name"] for t in spec["volumeClaimTemplates"]] == [
+        "data-0",
+        "data-1",
+        "data-2",
+    ]
     assert spec["volumeClaimTemplates"][2]["spec"]["storageClassName"] == "fast"
     pod = spec["template"]["spec"]
     (init,) = pod["initContainers"]
@@ -179,12 +201,14 @@ async def test_cluster_lifecycle_children_status_update_delete(k8s: Any, api: Ku
     assert pod["terminationGracePeriodSeconds"] == 300
     assert main["readinessProbe"]["httpGet"]["path"] == "/readyz"
     props = (await get(api, "ConfigMap", "demo-broker-config"))["data"]["server.properties"]
-    assert "log.dirs=/var/lib/kopfka/data-0,/var/lib/kopfka/data-1,/var/lib/kopfka/data-2\n" in props
+    assert (
+        "log.dirs=/var/lib/kopfka/data-0,/var/lib/kopfka/data-1,/var/lib/kopfka/data-2\n" in props
+    )
     assert "metadata.log.dir=/var/lib/kopfka/data-1\n" in props
     assert "num.partitions=6\n" in props
-    controller_init = (await get(api, "StatefulSet", "demo-controller"))["spec"]["template"]["spec"][
-        "initContainers"
-    ][0]["command"][2]
+    controller_init = (await get(api, "StatefulSet", "demo-controller"))["spec"]["template"][
+        "spec"
+    ]["initContainers"][0]["command"][2]
     assert status["initialControllers"] in controller_init
 
     # The StatefulSet controller reports ready pods -> Ready.
@@ -202,7 +226,9 @@ async def test_cluster_lifecycle_children_status_update_delete(k8s: Any, api: Ku
 
     # Scale brokers and change config: children patched, progress reported.
     await api.patch(
-        "KafkaCluster", NS, "demo",
+        "KafkaCluster",
+        NS,
+        "demo",
         {"spec": {"brokers": {"replicas": 5}, "config": {"num.partitions": 12}}},
     )
     await eventually(lambda: _sts_replicas(api, "demo-broker", 5))
@@ -237,8 +263,12 @@ async def test_invalid_config_key_is_a_warning_and_changes_no_children(
     sts_before = await get(api, "StatefulSet", "demo-broker")
     writes_before = len(child_writes(k8s))
 
-    await api.patch("KafkaCluster", NS, "demo", {"spec": {"config": {"log.dirs": "/elsewhere"},
-                                                          "brokers": {"replicas": 4}}})
+    await api.patch(
+        "KafkaCluster",
+        NS,
+        "demo",
+        {"spec": {"config": {"log.dirs": "/elsewhere"}, "brokers": {"replicas": 4}}},
+    )
     cluster = await eventually(lambda: _condition_is(api, "demo", "Warning", "True"))
     warning = condition(cluster["status"], "Warning")
     assert warning["reason"] == "OperatorOwnedConfigKey"
@@ -276,15 +306,30 @@ async def test_spec_error_without_children_and_format_failure_surfaces(
 
     # The format-storage init container fails on a disk of another cluster.
     labels = sts["spec"]["template"]["metadata"]["labels"]
-    await api.create(NS, {"apiVersion": "v1", "kind": "Pod",
-                          "metadata": {"name": "solo-combined-0", "namespace": NS, "labels": labels},
-                          "spec": copy.deepcopy(sts["spec"]["template"]["spec"])})
+    await api.create(
+        NS,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "solo-combined-0", "namespace": NS, "labels": labels},
+            "spec": copy.deepcopy(sts["spec"]["template"]["spec"]),
+        },
+    )
     message = "log dir /var/lib/kopfka/data-0 is formatted for cluster AAAAAAAAAAAAAAAAAAAAAA"
-    pod_status = {"phase": "Pending", "initContainerStatuses": [{
-        "name": "format-storage", "ready": False, "restartCount": 2, "image": IMAGE, "imageID": "",
-        "state": {"waiting": {"reason": "CrashLoopBackOff"}},
-        "lastState": {"terminated": {"exitCode": 1, "reason": "Error", "message": message}},
-    }]}
+    pod_status = {
+        "phase": "Pending",
+        "initContainerStatuses": [
+            {
+                "name": "format-storage",
+                "ready": False,
+                "restartCount": 2,
+                "image": IMAGE,
+                "imageID": "",
+                "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                "lastState": {"terminated": {"exitCode": 1, "reason": "Error", "message": message}},
+            }
+        ],
+    }
     await api.patch("Pod", NS, "solo-combined-0", {"status": pod_status}, subresource="status")
     cluster = await eventually(lambda: _condition_is(api, "solo", "Warning", "True"))
     warning = condition(cluster["status"], "Warning")
@@ -296,9 +341,15 @@ def _pvc(name: str, role: str, volume: int) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
-        "metadata": {"name": name, "namespace": NS,
-                     "labels": {"kopfka.io/cluster": "demo", "kopfka.io/role": role,
-                                "kopfka.io/volume": str(volume)}},
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "labels": {
+                "kopfka.io/cluster": "demo",
+                "kopfka.io/role": role,
+                "kopfka.io/volume": str(volume),
+            },
+        },
         "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
     }
 
