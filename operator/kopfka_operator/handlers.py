@@ -46,6 +46,8 @@ def configure_settings(settings: kopf.OperatorSettings) -> None:
         prefix=GROUP, key="last-handled-configuration"
     )
     settings.posting.level = logging.WARNING
+    # No CRD scanning: it needs cluster-wide read access a namespaced install does not grant.
+    settings.scanning.disabled = True
 
 
 async def default_login(**kwargs: Any) -> kopf.ConnectionInfo | None:

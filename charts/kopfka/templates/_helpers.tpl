@@ -1,0 +1,65 @@
+{{- define "kopfka.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "kopfka.labels" -}}
+app.kubernetes.io/name: kopfka-operator
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "kopfka.selectorLabels" -}}
+app.kubernetes.io/name: kopfka-operator
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "kopfka.serviceAccountName" -}}
+{{- default (include "kopfka.fullname" .) .Values.serviceAccount.name -}}
+{{- end -}}
+
+{{- define "kopfka.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{/* The namespaces a namespaced install watches: the listed ones, else the release's. */}}
+{{- define "kopfka.watchNamespaces" -}}
+{{- if .Values.watch.namespaces -}}
+{{- join "," .Values.watch.namespaces -}}
+{{- else -}}
+{{- .Release.Namespace -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Least privilege: what the operator reads and writes, nothing more. */}}
+{{- define "kopfka.rules" -}}
+- apiGroups: ["kopfka.io"]
+  resources: ["kafkaclusters", "topics", "quotas"]
+  verbs: ["get", "list", "watch", "patch"]
+- apiGroups: ["kopfka.io"]
+  resources: ["kafkaclusters/status", "topics/status", "quotas/status"]
+  verbs: ["get", "patch"]
+- apiGroups: [""]
+  resources: ["configmaps", "services", "serviceaccounts"]
+  verbs: ["get", "create", "patch"]
+- apiGroups: ["policy"]
+  resources: ["poddisruptionbudgets"]
+  verbs: ["get", "create", "patch"]
+- apiGroups: ["apps"]
+  resources: ["statefulsets"]
+  verbs: ["get", "list", "watch", "create", "patch"]
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: [""]
+  resources: ["persistentvolumeclaims"]
+  verbs: ["list", "delete"]
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end -}}
