@@ -120,7 +120,7 @@ def _cluster() -> dict[str, Any]:
     return yaml.safe_load((EXAMPLES / "kafkacluster-dedicated-jbod.yaml").read_text())
 
 
-BAD_CLUSTER_SPECS = {
+BAD_CLUSTER_SPECS: dict[str, tuple[dict[str, Any], str]] = {
     "negative-replicas": ({"brokers": {"replicas": -1}}, "-1"),
     "too-many-brokers": ({"brokers": {"replicas": 1001}}, "1001"),
     "even-more-controllers": ({"controllers": {"replicas": 10}}, "10"),
