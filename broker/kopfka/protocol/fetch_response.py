@@ -113,7 +113,9 @@ def encode_fetch_response(
                 buf += struct.pack(">i", p.preferred_read_replica)
             records = p.records
             size = 0 if records is None else (len(records) if isinstance(records, bytes) else records.size)
-            if flexible:
+            if records is None:
+                buf += b"\x00" if flexible else struct.pack(">i", -1)
+            elif flexible:
                 buf += _uvarint(size + 1)
             else:
                 buf += struct.pack(">i", size)

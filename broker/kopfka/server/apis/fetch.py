@@ -123,7 +123,8 @@ async def handle_fetch(ctx: RequestContext, req: Any) -> RawResponse:
             by_topic[tkey] = tout
             topics.append(tout)
         out = FetchPartitionOut(p.partition, int(data.error), data.high_watermark, data.last_stable_offset,
-                                data.log_start_offset, data.aborted_transactions, -1, data.records)
+                                data.log_start_offset, data.aborted_transactions, -1,
+                                data.records if data.records is not None else b"")
         if data.error in (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch) and version >= 12:
             out.current_leader = (data.leader_id, data.leader_epoch)
         tout.partitions.append(out)

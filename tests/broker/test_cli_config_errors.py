@@ -1,0 +1,107 @@
+"""Bad configuration and bad storage state fail fast with a message naming the problem."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kopfka.config.definitions import ConfigError
+from kopfka.config.server_config import KafkaConfig, read_properties
+
+
+def kopfka(*args: str, cwd: Path | None = None, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kopfka.cli.main", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=timeout)
+
+
+def props(path: Path, **extra: str) -> Path:
+    base = {"node.id": "1", "process.roles": "broker,controller",
+            "listeners": "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0", "controller.listener.names": "CONTROLLER",
+            "controller.quorum.voters": "1@127.0.0.1:9093", "log.dirs": str(path.parent / "logs")}
+    base.update({k.replace("_", "."): v for k, v in extra.items()})
+    path.write_text("\n".join(f"{k}={v}" for k, v in base.items()) + "\n")
+    return path
+
+
+@pytest.mark.parametrize(("key", "value"), [("num.partitions", "zero"), ("num.partitions", "0"),
+                                            ("auto.create.topics.enable", "maybe"),
+                                            ("log.segment.bytes", "1000"), ("listeners", "nonsense")])
+def test_invalid_value_names_the_key(tmp_path: Path, key: str, value: str) -> None:
+    cfg = props(tmp_path / "server.properties", **{key: value})
+    res = kopfka("serve", "--config", str(cfg))
+    assert res.returncode != 0
+    assert key in res.stderr
+
+
+def test_unknown_key_warns_but_starts_parsing() -> None:
+    cfg = KafkaConfig.from_properties({"node.id": "1", "process.roles": "broker,controller",
+                                       "controller.listener.names": "CONTROLLER",
+                                       "listeners": "PLAINTEXT://:9092,CONTROLLER://:9093",
+                                       "controller.quorum.voters": "1@localhost:9093", "no.such.key": "1"})
+    assert cfg.unknown_keys == ["no.such.key"]
+
+
+def test_required_keys() -> None:
+    with pytest.raises(ConfigError, match="process.roles"):
+        KafkaConfig.from_properties({"node.id": "1"})
+    with pytest.raises(ConfigError, match="node.id"):
+        KafkaConfig.from_properties({"process.roles": "broker"})
+
+
+def test_properties_parsing_and_env_interpolation(tmp_path: Path) -> None:
+    p = tmp_path / "a.properties"
+    p.write_text("# comment\n! also comment\nnode.id = ${env:NODE_ID}\nlog.dirs: /a,\\\n  /b\n")
+    raw = read_properties(p)
+    assert raw == {"node.id": "${env:NODE_ID}", "log.dirs": "/a,/b"}
+    from kopfka.config.server_config import interpolate
+    assert interpolate(raw["node.id"], {"NODE_ID": "7"}) == "7"
+    with pytest.raises(ConfigError, match="NODE_ID"):
+        interpolate(raw["node.id"], {})
+
+
+def test_unformatted_dir_refused(tmp_path: Path) -> None:
+    cfg = props(tmp_path / "server.properties")
+    res = kopfka("serve", "--config", str(cfg))
+    assert res.returncode == 1
+    assert "meta.properties" in res.stderr and "storage format" in res.stderr
+
+
+def test_format_is_idempotent_and_detects_other_cluster_and_node(tmp_path: Path) -> None:
+    cfg = props(tmp_path / "server.properties")
+    cid = kopfka("storage", "random-uuid").stdout.strip()
+    assert len(cid) == 22
+    assert kopfka("storage", "format", "--cluster-id", cid, "--config", str(cfg)).returncode == 0
+    meta = (tmp_path / "logs" / "meta.properties").read_text()
+    assert f"cluster.id={cid}" in meta and "node.id=1" in meta and "version=1" in meta and "directory.id=" in meta
+    assert (tmp_path / "logs" / "bootstrap.checkpoint").exists()
+    again = kopfka("storage", "format", "--cluster-id", cid, "--config", str(cfg))
+    assert again.returncode == 1 and "already formatted" in again.stderr
+    assert kopfka("storage", "format", "--cluster-id", cid, "--config", str(cfg), "--ignore-formatted").returncode == 0
+    other = kopfka("storage", "random-uuid").stdout.strip()
+    res = kopfka("storage", "format", "--cluster-id", other, "--config", str(cfg), "--ignore-formatted")
+    assert res.returncode == 1 and str(tmp_path / "logs") in res.stderr and "another cluster" in res.stderr
+    res = kopfka("storage", "format", "--cluster-id", cid, "--config", str(cfg), "--ignore-formatted", "--override", "node.id=2")
+    assert res.returncode == 1 and "node 1" in res.stderr
+    res = kopfka("serve", "--config", str(cfg), "--override", "node.id=2",
+                 "--override", "controller.quorum.voters=2@127.0.0.1:9093")
+    assert res.returncode == 1 and "node" in res.stderr and str(tmp_path / "logs") in res.stderr
+    res = kopfka("storage", "format", "--cluster-id", "not-a-uuid", "--config", str(props(tmp_path / "b.properties", log_dirs=str(tmp_path / "x"))))
+    assert res.returncode == 1 and "UUID" in res.stderr
+    info = kopfka("storage", "info", "--config", str(cfg))
+    assert info.returncode == 0 and cid in info.stdout
+
+
+def test_second_process_on_same_dir_is_refused(tmp_path: Path) -> None:
+    sys.path.insert(0, str(Path(__file__).parents[1]))
+    from kopfka_process import KopfkaProcess
+
+    first = KopfkaProcess(tmp_path / "data").start()
+    try:
+        second = KopfkaProcess(tmp_path / "data")
+        with pytest.raises(RuntimeError, match="lock"):
+            second.start(timeout=20)
+    finally:
+        first.kill()
