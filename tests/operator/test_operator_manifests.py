@@ -10,7 +10,6 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
-
 from kopfka_operator.ids import initial_controllers, new_kafka_uuid
 from kopfka_operator.manifests import Cluster, build_children, server_properties
 from kopfka_operator.manifests.statefulset import format_script, serve_script
