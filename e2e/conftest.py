@@ -8,23 +8,13 @@ the Docker daemon is missing.
 from __future__ import annotations
 
 import os
-import pathlib
 import shutil
-import subprocess
 import uuid
 from collections.abc import Iterator
 
 import pytest
-
-REPO = pathlib.Path(__file__).resolve().parents[1]
-
-
-def _run(
-    *args: str, timeout: float = 600, check: bool = True, **kw: object
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        list(args), capture_output=True, text=True, timeout=timeout, check=check, **kw
-    )  # type: ignore[call-overload]
+from e2e_support import REPO
+from e2e_support import run as _run
 
 
 def _require_tools() -> None:

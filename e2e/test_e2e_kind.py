@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 import time
 
-from conftest import REPO, _run
+from e2e_support import REPO
+from e2e_support import run as _run
 
 NS = "kafka-e2e"
 
