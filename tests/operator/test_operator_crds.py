@@ -7,9 +7,9 @@ import pathlib
 from typing import Any
 
 import jsonschema
+import kopfka_operator.crds as crds
 import pytest
 import yaml
-from kopfka_operator import crds
 from kopfka_operator.spec import parse_spec
 from operator_testlib import CRD_DIR, REPO, load_crd
 

@@ -17,9 +17,7 @@ pytestmark = pytest.mark.image
 def test_image_builds_and_runs_format_and_serve() -> None:
     missing = [tool for tool in ("buildah", "podman", "debootstrap") if shutil.which(tool) is None]
     if missing:
-        pytest.skip(
-            f"image build needs {', '.join(missing)} (apt-get install buildah podman runc)"
-        )
+        pytest.skip(f"image build needs {', '.join(missing)} (apt-get install buildah podman runc)")
     if os.geteuid() != 0:
         pytest.skip("image build with buildah/debootstrap needs root")
     proc = subprocess.run(
