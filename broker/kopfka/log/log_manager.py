@@ -37,7 +37,9 @@ class LogDirLockedError(Exception):
 
 
 class LogManager:
-    def __init__(self, log_dirs: list[Path], config_for: Callable[[str], LogConfig], *, broker_epoch: int = -1) -> None:
+    def __init__(self, log_dirs: list[Path], config_for: Callable[[str], LogConfig], *, broker_epoch: int = -1,
+                 scheduler: Callable[[str, int, Callable[[], None]], None] | None = None) -> None:
+        self.scheduler = scheduler
         self.log_dirs = [d.resolve() for d in log_dirs]
         self.config_for = config_for
         self.current_logs: dict[TopicPartition, UnifiedLog] = {}
@@ -95,7 +97,8 @@ class LogManager:
                 if tp in self.current_logs:
                     raise RuntimeError(f"Duplicate log directories for {topic}-{partition}: {path} and {self.current_logs[tp].dir}")
                 ulog = UnifiedLog.load(path, self.config_for(topic), log_start_offset=starts.get(tp, 0),
-                                       recovery_point=recovery.get(tp, 0), had_clean_shutdown=clean)
+                                       recovery_point=recovery.get(tp, 0), had_clean_shutdown=clean,
+                                       scheduler=self.scheduler)
                 if tp in hws:
                     ulog.update_high_watermark(min(hws[tp], ulog.log_end_offset))
                 self.current_logs[tp] = ulog
@@ -126,7 +129,7 @@ class LogManager:
         d = self._next_dir() / log_file_utils.log_dir_name(*tp)
         d.mkdir(parents=True, exist_ok=True)
         ulog = UnifiedLog.load(d, self.config_for(tp[0]), topic_id=uuids.from_str(topic_id) if topic_id else None,
-                               had_clean_shutdown=True)
+                               had_clean_shutdown=True, scheduler=self.scheduler)
         self.current_logs[tp] = ulog
         log.info("Created log for partition %s-%d in %s", tp[0], tp[1], d)
         return ulog

@@ -25,6 +25,7 @@ from kopfka.server.health import HealthServer
 from kopfka.server.network import KafkaNetworkServer
 from kopfka.server.producer_id_manager import ProducerIdManager
 from kopfka.server.replica_manager import ReplicaManager
+from kopfka.server.scheduler import KafkaScheduler
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,7 @@ class KafkaServer:
         self.raft: LocalRaftClient | None = None
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
+        self.scheduler = KafkaScheduler()
 
     @property
     def state(self) -> str:
@@ -73,7 +75,8 @@ class KafkaServer:
             await self.health.start(host or "0.0.0.0", int(port))
 
         loader = MetadataLoader("broker")
-        self.log_manager = LogManager(cfg.log_dirs, make_config_for(cfg, loader))
+        self.scheduler.bind(asyncio.get_running_loop())
+        self.log_manager = LogManager(cfg.log_dirs, make_config_for(cfg, loader), scheduler=self.scheduler)
         self.log_manager.lock_dirs()
         await asyncio.to_thread(self.log_manager.load_logs)
 
@@ -121,6 +124,7 @@ class KafkaServer:
             await self.lifecycle.close()
         if self.replica_manager is not None:
             self.replica_manager.shutdown()
+        await asyncio.to_thread(self.scheduler.shutdown)
         if self.log_manager is not None:
             await asyncio.to_thread(self.log_manager.shutdown)
         if self.raft is not None:
