@@ -27,6 +27,8 @@ class BrokerServices:
     fetch_sessions: FetchSessionCache
     producer_ids: ProducerIdManager
     lifecycle: Any = None
+    group_coordinator: Any = None  # kopfka.coordinator.group (consumer groups, committed offsets)
+    quota_manager: Any = None  # quotas and throttling
 
 
 def broker_values(config: KafkaConfig, loader: MetadataLoader) -> dict[str, Any]:

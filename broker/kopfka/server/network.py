@@ -19,22 +19,14 @@ from kio.index import load_response_schema
 from kopfka.protocol.api_versions import API_VERSIONS_KEY
 from kopfka.protocol.entity_builder import build
 from kopfka.protocol.framing import FrameDecoder, FrameError, decode_request, encode_response
-from kopfka.server.apis import (  # noqa: F401 - importing registers the handlers
-    api_versions,
-    configs,
-    fetch,
-    metadata,
-    offsets,
-    produce,
-    producer_ids,
-    topics,
-)
+from kopfka.server.apis import load_all
 from kopfka.server.apis.api_versions import unsupported_version_response
 from kopfka.server.apis.produce import CloseConnection
 from kopfka.server.apis.registry import HANDLERS, RawResponse
 from kopfka.server.request_context import RequestContext
 
 log = logging.getLogger(__name__)
+load_all()
 
 SENDFILE_THRESHOLD = 64 * 1024
 
