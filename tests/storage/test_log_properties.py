@@ -15,7 +15,6 @@ from pathlib import Path
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
-
 from kopfka.protocol.record_codec import decode_records
 from kopfka.protocol.records import iter_batches
 from kopfka.storage.unified_log import UnifiedLog
