@@ -1,0 +1,86 @@
+"""One shared local[2] SparkSession and one kopfka broker for every Spark test.
+
+A session costs ~8 s and a streaming query ~2.6 GB, so all tests share them (and each test uses
+its own topics). Skips the whole directory when pyspark or Java is missing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from kopfka_process import KopfkaProcess  # noqa: E402
+
+
+def _missing() -> str | None:
+    try:
+        import pyarrow  # noqa: F401
+        import pyspark  # noqa: F401
+    except ImportError as e:
+        return f"pyspark/pyarrow not installed ({e}); pip install 'kopfka[spark]'"
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        return "Java not found (Spark needs a JRE 17+)"
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    reason = _missing()
+    for item in items:
+        if Path(str(item.fspath)).is_relative_to(here):
+            item.add_marker(pytest.mark.spark)
+            if reason:
+                item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture(scope="session")
+def spark_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KopfkaProcess]:
+    """A kopfka broker shared by all Spark tests."""
+    proc = KopfkaProcess(tmp_path_factory.mktemp("spark-kopfka") / "data").start()
+    try:
+        yield proc
+    finally:
+        proc.kill()
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """The one SparkSession of the test run, with format("kopfka") registered."""
+    reason = _missing()
+    if reason:
+        pytest.skip(reason)
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    import kopfka.spark
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("kopfka-spark-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.memory", "1g")
+        .config("spark.sql.streaming.pollingDelay", "10")
+        .config("spark.python.worker.reuse", "true")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    kopfka.spark.register(session)
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+@pytest.fixture
+def bootstrap(spark_broker: KopfkaProcess) -> str:
+    return spark_broker.bootstrap
