@@ -17,7 +17,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from kopfka_process import KopfkaProcess  # noqa: E402
+from kopfka_process import KopfkaProcess
 
 
 def _missing() -> str | None:
@@ -59,9 +59,8 @@ def spark() -> Iterator[Any]:
         pytest.skip(reason)
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
     import kopfka.spark
+    from pyspark.sql import SparkSession
 
     session = (
         SparkSession.builder.master("local[2]")
@@ -84,3 +83,8 @@ def spark() -> Iterator[Any]:
 @pytest.fixture
 def bootstrap(spark_broker: KopfkaProcess) -> str:
     return spark_broker.bootstrap
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # pyspark 4.3 warns about pandas 3 on every Arrow conversion; not our concern here.
+    config.addinivalue_line("filterwarnings", "ignore:PySpark does not yet fully support pandas")

@@ -67,13 +67,15 @@ def consume_all(bootstrap: str, topic: str, partitions: Sequence[int]) -> list[A
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "ref", "enable.partition.eof": True,
                   "enable.auto.commit": False, "auto.offset.reset": "earliest"})
     c.assign([TopicPartition(topic, p, 0) for p in partitions])
-    out, eof = [], set()
+    out: list[Any] = []
+    eof: set[int] = set()
     deadline = time.monotonic() + 60
     while len(eof) < len(partitions) and time.monotonic() < deadline:
         for m in c.consume(500, 1.0):
-            if m.error():
-                if m.error().code() == KafkaError._PARTITION_EOF:
-                    eof.add(m.partition())
+            err = m.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    eof.add(m.partition() or 0)
                 continue
             out.append(m)
     c.close()

@@ -188,6 +188,12 @@ class ParsedOptions:
     def source(self, mode: Mode) -> SourceOptions:
         return _source_options(self, mode)
 
+    def check_if_source(self) -> None:
+        """At definition time Spark does not say read or write; a source-only key means read,
+        so check everything that does not depend on batch vs. streaming right away."""
+        if any(k in self.raw for k in SOURCE_KEYS):
+            _source_options(self, None)
+
     def sink(self) -> SinkOptions:
         return _sink_options(self)
 
@@ -215,7 +221,7 @@ def parse_options(options: Mapping[str, str]) -> ParsedOptions:
     return ParsedOptions(raw=raw, client_conf=client)
 
 
-def _source_options(p: ParsedOptions, mode: Mode) -> SourceOptions:
+def _source_options(p: ParsedOptions, mode: Mode | None) -> SourceOptions:
     raw = p.raw
     sink_only = [k for k in SINK_KEYS if k in raw]
     if sink_only:
@@ -229,7 +235,7 @@ def _source_options(p: ParsedOptions, mode: Mode) -> SourceOptions:
         for key in ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp"):
             if key in raw:
                 raise KopfkaOptionError(f"{spelled(key)} is not valid in streaming queries")
-    elif "maxoffsetspertrigger" in raw:
+    elif mode == "batch" and "maxoffsetspertrigger" in raw:
         raise KopfkaOptionError("maxOffsetsPerTrigger only applies to streaming queries")
 
     starting = _offset_spec(raw, "starting", default="latest" if mode == "stream" else "earliest")

@@ -29,6 +29,7 @@ class KopfkaDataSource(DataSource):
     def __init__(self, options: Mapping[str, Any]) -> None:
         super().__init__(options)  # type: ignore[arg-type]
         self.parsed = parse_options(options)
+        self.parsed.check_if_source()
 
     @classmethod
     def name(cls) -> str:
