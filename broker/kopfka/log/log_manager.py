@@ -1,172 +1,791 @@
-"""LogManager (seed 001): every partition log across the dirs of log.dirs.
+"""LogManager (seed 001): every partition log across the dirs of log.dirs (JBOD).
 
-Validates and locks each dir, loads the logs found there (recovering unflushed segments
-after an unclean shutdown), places new partitions in the live dir holding the fewest, keeps
-the recovery-point and log-start-offset checkpoints, and on shutdown flushes everything and
-writes the clean-shutdown marker. Retention, compaction and disk failure build on this.
+Validates and locks each dir, loads the logs found there in parallel (one pool of
+num.recovery.threads.per.data.dir workers per dir, recovering unflushed segments after an
+unclean shutdown), places new partitions in the live, uncordoned dir holding the fewest, and
+runs the background tasks: retention, the flush.ms flusher, recovery-point and log-start
+checkpoints, asynchronous deletion of `-delete` partition dirs, the log cleaner, the
+log-dir failure handler and intra-broker moves (`-future` logs).
+
+Threading: LogManager's state and every UnifiedLog are mutated on the event loop only;
+blocking work (loading, fsync, checkpoint writes, rmtree, the cleaner's passes) runs on
+worker threads. `load_logs` and `shutdown` are called from a worker thread by KafkaServer
+and hop onto the loop where they must.
 """
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import logging
 import os
 import shutil
-from collections.abc import Callable, Iterator
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from kopfka import uuids
 from kopfka.config.log_config import LogConfig
+from kopfka.log import meta_properties
+from kopfka.log.log_cleaner import CleanerConfig, LogCleaner
+from kopfka.log.log_dir_failure_channel import LogDirFailureChannel
+from kopfka.protocol.errors import ErrorCode, KafkaError
+from kopfka.protocol.records import LOG_OVERHEAD, read_header
 from kopfka.storage import log_file_utils
-from kopfka.storage.checkpoint import CleanShutdownFileHandler, OffsetCheckpointFile
-from kopfka.storage.unified_log import UnifiedLog
+from kopfka.storage.checkpoint import (
+    LOG_START_OFFSET_CHECKPOINT_FILE,
+    RECOVERY_POINT_CHECKPOINT_FILE,
+    REPLICATION_OFFSET_CHECKPOINT_FILE,
+    CleanShutdownFileHandler,
+    OffsetCheckpointFile,
+)
+from kopfka.storage.unified_log import ISOLATION_LOG_END, UnifiedLog
 
 log = logging.getLogger(__name__)
 
-RECOVERY_POINT_CHECKPOINT_FILE = "recovery-point-offset-checkpoint"
-LOG_START_OFFSET_CHECKPOINT_FILE = "log-start-offset-checkpoint"
-REPLICATION_OFFSET_CHECKPOINT_FILE = "replication-offset-checkpoint"
 LOCK_FILE = ".lock"
 SKIPPED_DIRS = {"__cluster_metadata-0", "remote-log-index-cache"}
+LONG_MAX = (1 << 63) - 1
+# a period this long means "never" (Kafka's Long.MAX_VALUE defaults)
+NEVER_MS = 1 << 50
+MOVE_CHUNK_BYTES = 1024 * 1024
 
 TopicPartition = tuple[str, int]
+
+__all__ = [
+    "LOG_START_OFFSET_CHECKPOINT_FILE",
+    "RECOVERY_POINT_CHECKPOINT_FILE",
+    "REPLICATION_OFFSET_CHECKPOINT_FILE",
+    "LogDirLockedError",
+    "LogManager",
+]
 
 
 class LogDirLockedError(Exception):
     pass
 
 
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
 class LogManager:
-    def __init__(self, log_dirs: list[Path], config_for: Callable[[str], LogConfig], *, broker_epoch: int = -1,
-                 scheduler: Callable[[str, int, Callable[[], None]], None] | None = None) -> None:
+    def __init__(
+        self,
+        log_dirs: list[Path],
+        config_for: Callable[[str], LogConfig],
+        *,
+        broker_epoch: int = -1,
+        scheduler: Callable[[str, int, Callable[[], None]], None] | None = None,
+        server_config: Mapping[str, Any] | None = None,
+        failure_channel: LogDirFailureChannel | None = None,
+        halt: Callable[[], None] | None = None,
+        node_id: int | None = None,
+        cluster_id: str | None = None,
+    ) -> None:
         self.scheduler = scheduler
         self.log_dirs = [d.resolve() for d in log_dirs]
         self.config_for = config_for
+        self.values: Mapping[str, Any] = server_config if server_config is not None else {}
         self.current_logs: dict[TopicPartition, UnifiedLog] = {}
+        self.future_logs: dict[TopicPartition, UnifiedLog] = {}
+        self.offline_logs: dict[TopicPartition, UnifiedLog] = {}
         self.live_log_dirs: list[Path] = []
+        self.directory_ids: dict[Path, str] = {}
         self._locks: dict[Path, int] = {}
         self.broker_epoch = broker_epoch
         self._had_clean_shutdown: dict[Path, bool] = {}
+        self._loaded_dirs: set[Path] = set()
+        self.failure_channel = failure_channel or LogDirFailureChannel()
+        self.halt = halt or (lambda: os.kill(os.getpid(), signal.SIGTERM))
+        self.node_id = node_id
+        self.cluster_id = cluster_id
+        self.cordoned = self._cordoned_dirs()
+        self.logs_to_be_deleted: list[tuple[UnifiedLog, float]] = []
+        # `-delete` dirs found at startup: removed by kafka-delete-logs
+        self.logs_to_be_deleted_paths: list[Path] = []
+        self.cleaner: LogCleaner | None = None
+        self.log_replaced_listeners: list[Callable[[TopicPartition, UnifiedLog], None]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._movers: dict[TopicPartition, asyncio.Task[None]] = {}
+        self._delete_wake: asyncio.Event | None = None
+        self._lock = threading.RLock()  # logCreationOrDeletionLock
+        self._shut_down = False
+
+    def _cfg(self, key: str, default: Any) -> Any:
+        v = self.values.get(key)
+        return default if v is None else v
+
+    def _cordoned_dirs(self) -> set[Path]:
+        raw = self._cfg("cordoned.log.dirs", [])
+        if isinstance(raw, str):
+            raw = [x for x in raw.split(",") if x.strip()]
+        if "*" in raw:
+            return set(self.log_dirs)
+        return {Path(x.strip()).resolve() for x in raw}
 
     # --- startup -----------------------------------------------------------------------
     def lock_dirs(self) -> None:
+        """createAndValidateLogDirs + lockLogDirs: a dir that cannot be created or locked is
+        offline (reported to the failure channel); if none is usable the broker stops."""
         seen: set[Path] = set()
         for d in self.log_dirs:
             if d in seen:
                 raise ValueError(f"Duplicate log directory found: {d}")
             seen.add(d)
-            d.mkdir(parents=True, exist_ok=True)
-            fd = os.open(d / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                d.mkdir(parents=True, exist_ok=True)
+                if not d.is_dir() or not os.access(d, os.R_OK | os.W_OK):
+                    raise OSError(f"{d} is not a readable directory")
+                fd = os.open(d / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as exc:
+                self.failure_channel.maybe_add_offline_log_dir(
+                    d, f"Failed to create or validate data directory {d}", exc
+                )
+                continue
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 os.close(fd)
+                self._release_locks()
                 raise LogDirLockedError(
                     f"Failed to acquire lock on file .lock in {d}. A Kafka instance in another process "
                     "or thread is using this directory."
                 ) from None
             self._locks[d] = fd
             self.live_log_dirs.append(d)
+        if not self.live_log_dirs:
+            raise OSError(f"None of the specified log dirs from {', '.join(map(str, self.log_dirs))} are readable")
+        self._load_directory_ids()
+
+    def _release_locks(self) -> None:
+        for fd in self._locks.values():
+            os.close(fd)
+        self._locks.clear()
+
+    def _load_directory_ids(self) -> None:
+        """directory.id of each dir; with node/cluster ids given, a mismatch refuses start."""
+        for d in self.live_log_dirs:
+            try:
+                meta = meta_properties.read(d)
+            except meta_properties.MetaPropertiesError:
+                raise
+            if meta is None:
+                continue
+            if self.node_id is not None and meta.node_id != self.node_id:
+                raise meta_properties.MetaPropertiesError(
+                    f"Stored node id {meta.node_id} in {d} doesn't match node.id {self.node_id}"
+                )
+            if self.cluster_id is not None and meta.cluster_id != self.cluster_id:
+                raise meta_properties.MetaPropertiesError(
+                    f"Invalid cluster.id in {d}: expected {self.cluster_id}, found {meta.cluster_id}"
+                )
+            self.directory_ids[d] = meta.directory_id
 
     def load_logs(self) -> None:
-        for d in self.live_log_dirs:
-            marker = CleanShutdownFileHandler(d)
-            clean = marker.exists()
-            # delete the marker now: a crash during loading must count as unclean next time
-            if clean:
-                marker.delete()
-            self._had_clean_shutdown[d] = clean
-            recovery = OffsetCheckpointFile(d / RECOVERY_POINT_CHECKPOINT_FILE).read_or_empty()
-            starts = OffsetCheckpointFile(d / LOG_START_OFFSET_CHECKPOINT_FILE).read_or_empty()
-            hws = OffsetCheckpointFile(d / REPLICATION_OFFSET_CHECKPOINT_FILE).read_or_empty()
-            entries = sorted(p for p in d.iterdir() if p.is_dir() and p.name not in SKIPPED_DIRS)
-            log.info("Loading %d logs in %s (%s shutdown)", len(entries), d, "clean" if clean else "unclean")
-            for remaining, path in enumerate(reversed(entries)):
-                name = path.name
-                if log_file_utils.is_delete_dir(name):
-                    shutil.rmtree(path, ignore_errors=True)
-                    continue
-                if log_file_utils.is_stray_dir(name) or log_file_utils.is_future_dir(name):
-                    continue
+        """Load every dir in parallel, each with num.recovery.threads.per.data.dir workers."""
+        threads = max(1, int(self._cfg("num.recovery.threads.per.data.dir", 2)))
+        start = time.monotonic()
+        with ThreadPoolExecutor(max(1, len(self.live_log_dirs)), thread_name_prefix="log-dir-loader") as pool:
+            futures = {d: pool.submit(self._load_dir, d, threads) for d in list(self.live_log_dirs)}
+        errors = []
+        for d, fut in futures.items():
+            exc = fut.exception()
+            if exc is None:
+                continue
+            if isinstance(exc, OSError):
+                self.failure_channel.maybe_add_offline_log_dir(d, f"Error while loading log dir {d}", exc)
+                self._drop_dir_during_load(d)
+            else:
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+        if not self.live_log_dirs:
+            raise OSError("All log dirs failed while loading")
+        log.info("Loaded %d logs in %d ms", len(self.current_logs), (time.monotonic() - start) * 1000)
+
+    def _drop_dir_during_load(self, d: Path) -> None:
+        with self._lock:
+            if d in self.live_log_dirs:
+                self.live_log_dirs.remove(d)
+            for tp, ul in list(self.current_logs.items()):
+                if ul.dir.parent == d:
+                    self.offline_logs[tp] = self.current_logs.pop(tp)
+                    ul.offline = True
+
+    def _load_dir(self, d: Path, threads: int) -> None:
+        marker = CleanShutdownFileHandler(d)
+        clean = marker.exists()
+        # delete the marker now: a crash during loading must count as unclean next time
+        if clean:
+            marker.delete()
+        self._had_clean_shutdown[d] = clean
+        recovery = OffsetCheckpointFile(d / RECOVERY_POINT_CHECKPOINT_FILE).read_or_empty()
+        starts = OffsetCheckpointFile(d / LOG_START_OFFSET_CHECKPOINT_FILE).read_or_empty()
+        hws = OffsetCheckpointFile(d / REPLICATION_OFFSET_CHECKPOINT_FILE).read_or_empty()
+        entries = sorted(p for p in d.iterdir() if p.is_dir() and p.name not in SKIPPED_DIRS)
+        jobs: list[Path] = []
+        for path in entries:
+            name = path.name
+            if log_file_utils.is_delete_dir(name):
+                # a partition deleted before the restart: finish it in the background
+                self.logs_to_be_deleted_paths.append(path)
+                continue
+            if log_file_utils.is_stray_dir(name):
+                log.warning("Found stray log dir %s", path)
+                continue
+            try:
+                log_file_utils.parse_topic_partition_name(name)
+            except ValueError:
+                log.warning("Ignoring unexpected directory %s", path)
+                continue
+            jobs.append(path)
+        remaining = len(jobs)
+        segments_total = sum(1 for j in jobs for _ in j.glob("*.log"))
+        log.info(
+            "Loading %d logs (%d segments) in %s after %s shutdown with %d recovery threads",
+            remaining,
+            segments_total,
+            d,
+            "a clean" if clean else "an unclean",
+            threads,
+        )
+        progress_lock = threading.Lock()
+        state = {"logs": remaining, "segments": segments_total, "last": time.monotonic()}
+
+        def load_one(path: Path) -> None:
+            topic, partition = log_file_utils.parse_topic_partition_name(path.name)
+            tp = (topic, partition)
+            nsegs = sum(1 for _ in path.glob("*.log"))
+            ulog = UnifiedLog.load(
+                path,
+                self.config_for(topic),
+                log_start_offset=starts.get(tp, 0),
+                recovery_point=recovery.get(tp, 0),
+                had_clean_shutdown=clean,
+                scheduler=self.scheduler,
+            )
+            if tp in hws:
+                ulog.update_high_watermark(min(hws[tp], ulog.log_end_offset))
+            else:
+                ulog.update_high_watermark(ulog.log_end_offset)
+            with self._lock:
+                target = self.future_logs if log_file_utils.is_future_dir(path.name) else self.current_logs
+                if tp in target:
+                    raise RuntimeError(
+                        f"Duplicate log directories for {topic}-{partition}: {path} and {target[tp].dir}"
+                    )
+                target[tp] = ulog
+            with progress_lock:
+                state["logs"] -= 1
+                state["segments"] -= nsegs
+                now = time.monotonic()
+                if now - state["last"] >= 1.0 or state["logs"] == 0:
+                    state["last"] = now
+                    log.info("%s: %d logs and %d segments remaining to recover", d, state["logs"], state["segments"])
+
+        with ThreadPoolExecutor(threads, thread_name_prefix=f"log-recovery-{d}") as pool:
+            for fut in [pool.submit(load_one, p) for p in jobs]:
+                fut.result()
+        self._loaded_dirs.add(d)
+
+    def startup(self) -> None:
+        """Start the background tasks (call on the event loop, after load_logs)."""
+        loop = self._loop = asyncio.get_running_loop()
+        self.failure_channel.bind(loop)
+        self._delete_wake = asyncio.Event()
+        initial = int(self._cfg("log.initial.task.delay.ms", 30000))
+        retention = int(self._cfg("log.retention.check.interval.ms", 300_000))
+        flush_check = int(self._cfg("log.flush.scheduler.interval.ms", LONG_MAX))
+        rp_interval = int(self._cfg("log.flush.offset.checkpoint.interval.ms", 60000))
+        lso_interval = int(self._cfg("log.flush.start.offset.checkpoint.interval.ms", 60000))
+        self._every("kafka-log-retention", initial, retention, self.cleanup_logs)
+        if flush_check < NEVER_MS:
+            self._every("kafka-log-flusher", initial, flush_check, self.flush_dirty_logs)
+        self._every("kafka-recovery-point-checkpoint", initial, rp_interval, self.checkpoint_log_recovery_offsets)
+        self._every("kafka-log-start-offset-checkpoint", initial, lso_interval, self.checkpoint_log_start_offsets)
+        self._tasks.append(loop.create_task(self._delete_logs_loop(initial), name="kafka-delete-logs"))
+        self._tasks.append(loop.create_task(self._failure_handler(), name="LogDirFailureHandler"))
+        if bool(self._cfg("log.cleaner.enable", True)) and int(self._cfg("log.cleaner.threads", 1)) > 0:
+            self.cleaner = LogCleaner(
+                CleanerConfig(self.values),
+                list(self.live_log_dirs),
+                lambda: dict(self.current_logs),
+                on_io_error=lambda d, e: self.failure_channel.maybe_add_offline_log_dir(
+                    d, "I/O error in the log cleaner", e
+                ),
+            )
+            self.cleaner.startup()
+        for tp in list(self.future_logs):
+            self._start_mover(tp)
+
+    def _every(self, name: str, initial_ms: int, period_ms: int, fn: Callable[[], Any]) -> None:
+        async def run() -> None:
+            await asyncio.sleep(initial_ms / 1000)
+            while True:
                 try:
-                    topic, partition = log_file_utils.parse_topic_partition_name(name)
-                except ValueError:
-                    log.warning("Ignoring unexpected directory %s", path)
-                    continue
-                tp = (topic, partition)
-                if tp in self.current_logs:
-                    raise RuntimeError(f"Duplicate log directories for {topic}-{partition}: {path} and {self.current_logs[tp].dir}")
-                ulog = UnifiedLog.load(path, self.config_for(topic), log_start_offset=starts.get(tp, 0),
-                                       recovery_point=recovery.get(tp, 0), had_clean_shutdown=clean,
-                                       scheduler=self.scheduler)
-                if tp in hws:
-                    ulog.update_high_watermark(min(hws[tp], ulog.log_end_offset))
-                self.current_logs[tp] = ulog
-                if remaining % 100 == 0 and remaining:
-                    log.info("%s: %d logs remaining to load", d, remaining)
+                    result = fn()
+                    if asyncio.iscoroutine(result):
+                        await result
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("Scheduled task %s failed", name)
+                await asyncio.sleep(max(period_ms, 1) / 1000)
+
+        assert self._loop is not None
+        self._tasks.append(self._loop.create_task(run(), name=name))
 
     # --- registry ----------------------------------------------------------------------
-    def get_log(self, tp: TopicPartition) -> UnifiedLog | None:
-        return self.current_logs.get(tp)
+    def get_log(self, tp: TopicPartition, is_future: bool = False) -> UnifiedLog | None:
+        return (self.future_logs if is_future else self.current_logs).get(tp)
 
     def all_logs(self) -> Iterator[tuple[TopicPartition, UnifiedLog]]:
-        return iter(list(self.current_logs.items()))
+        return iter(list(self.current_logs.items()) + list(self.future_logs.items()))
 
-    def _next_dir(self) -> Path:
+    def _partition_counts(self) -> dict[Path, int]:
         counts = {d: 0 for d in self.live_log_dirs}
-        for ulog in self.current_logs.values():
+        for ulog in list(self.current_logs.values()) + list(self.future_logs.values()):
             parent = ulog.dir.parent
             if parent in counts:
                 counts[parent] += 1
-        return min(self.live_log_dirs, key=lambda d: (counts[d], self.live_log_dirs.index(d)))
+        return counts
+
+    def _next_dir(self) -> Path:
+        """The live, uncordoned dir holding the fewest partitions (ties: config order)."""
+        candidates = [d for d in self.live_log_dirs if d not in self.cordoned]
+        if not candidates:
+            raise KafkaError(
+                ErrorCode.kafka_storage_error, "no live, uncordoned log directory to place a new partition in"
+            )
+        counts = self._partition_counts()
+        return min(candidates, key=lambda d: (counts[d], self.log_dirs.index(d)))
 
     def get_or_create_log(self, tp: TopicPartition, topic_id: str | None) -> UnifiedLog:
         existing = self.current_logs.get(tp)
         if existing is not None:
             return existing
-        if not self.live_log_dirs:
-            raise OSError("no live log directory")
-        d = self._next_dir() / log_file_utils.log_dir_name(*tp)
-        d.mkdir(parents=True, exist_ok=True)
-        ulog = UnifiedLog.load(d, self.config_for(tp[0]), topic_id=uuids.from_str(topic_id) if topic_id else None,
-                               had_clean_shutdown=True, scheduler=self.scheduler)
-        self.current_logs[tp] = ulog
+        if tp in self.offline_logs:
+            raise KafkaError(ErrorCode.kafka_storage_error, f"the log dir of {tp[0]}-{tp[1]} is offline")
+        with self._lock:
+            parent = self._next_dir()
+            d = parent / log_file_utils.log_dir_name(*tp)
+            try:
+                d.mkdir(parents=True, exist_ok=True)
+                ulog = UnifiedLog.load(
+                    d,
+                    self.config_for(tp[0]),
+                    topic_id=uuids.from_str(topic_id) if topic_id else None,
+                    had_clean_shutdown=True,
+                    scheduler=self.scheduler,
+                )
+            except OSError as exc:
+                self.failure_channel.maybe_add_offline_log_dir(
+                    parent, f"Error while creating log for {tp[0]}-{tp[1]} in dir {parent}", exc
+                )
+                raise KafkaError(
+                    ErrorCode.kafka_storage_error, f"cannot create the log of {tp[0]}-{tp[1]}: {exc}"
+                ) from exc
+            self.current_logs[tp] = ulog
         log.info("Created log for partition %s-%d in %s", tp[0], tp[1], d)
         return ulog
 
-    def delete_log(self, tp: TopicPartition) -> None:
-        """Rename to `<topic>-<p>.<uuid>-delete`, then remove (async deletion is issue 4)."""
-        ulog = self.current_logs.pop(tp, None)
-        if ulog is None:
-            return
-        target = ulog.dir.parent / log_file_utils.log_delete_dir_name(*tp)
-        ulog.close()
-        os.replace(ulog.dir, target)
-        shutil.rmtree(target, ignore_errors=True)
-        log.info("Deleted log for partition %s-%d", *tp)
+    def is_offline(self, tp: TopicPartition) -> bool:
+        return tp in self.offline_logs
 
-    # --- checkpoints and shutdown ----------------------------------------------------------
+    def delete_log(self, tp: TopicPartition) -> None:
+        """asyncDelete: rename to `<topic>-<p>.<uuid>-delete`; files go after file.delete.delay.ms."""
+        with self._lock:
+            if self.cleaner is not None:
+                self.cleaner.manager.abort_cleaning(tp)
+            mover = self._movers.pop(tp, None)
+            if mover is not None:
+                mover.cancel()
+            self.offline_logs.pop(tp, None)
+            for registry in (self.current_logs, self.future_logs):
+                ulog = registry.pop(tp, None)
+                if ulog is None:
+                    continue
+                parent = ulog.dir.parent
+                try:
+                    ulog.rename_dir(log_file_utils.log_delete_dir_name(*tp))
+                except OSError as exc:
+                    self.failure_channel.maybe_add_offline_log_dir(parent, f"Error while deleting {tp[0]}-{tp[1]}", exc)
+                    continue
+                if self.cleaner is not None:
+                    try:
+                        self.cleaner.manager.update_checkpoints(parent, remove=tp)
+                    except OSError as exc:
+                        self.failure_channel.maybe_add_offline_log_dir(
+                            parent, "Error writing the cleaner checkpoint", exc
+                        )
+                    self.cleaner.manager.forget(tp)
+                self.logs_to_be_deleted.append((ulog, time.monotonic()))
+                log.info(
+                    "Log for partition %s-%d is renamed to %s and is scheduled for deletion", tp[0], tp[1], ulog.dir
+                )
+            if self._delete_wake is not None:
+                self._delete_wake.set()
+            if self._loop is None:
+                self._delete_due(force=True)
+
+    async def _delete_logs_loop(self, initial_ms: int) -> None:
+        await asyncio.sleep(initial_ms / 1000)
+        for path in self.logs_to_be_deleted_paths:
+            await asyncio.to_thread(shutil.rmtree, path, True)
+            log.info("Deleted leftover partition dir %s", path)
+        self.logs_to_be_deleted_paths.clear()
+        assert self._delete_wake is not None
+        while True:
+            next_delay = await asyncio.to_thread(self._delete_due)
+            self._delete_wake.clear()
+            try:
+                await asyncio.wait_for(self._delete_wake.wait(), timeout=next_delay)
+            except TimeoutError:
+                pass
+
+    def _delete_due(self, force: bool = False) -> float:
+        """Delete the queued logs whose file.delete.delay.ms has passed; returns the seconds
+        until the next is due (kafka-delete-logs reschedules itself for then)."""
+        now = time.monotonic()
+        with self._lock:
+            due = [
+                (ul, t)
+                for ul, t in self.logs_to_be_deleted
+                if force or now - t >= ul.config.file_delete_delay_ms / 1000
+            ]
+            for item in due:
+                self.logs_to_be_deleted.remove(item)
+            waits = [ul.config.file_delete_delay_ms / 1000 - (now - t) for ul, t in self.logs_to_be_deleted]
+        for ulog, _ in due:
+            try:
+                ulog.close_handlers()
+                ulog.delete()
+                log.info("Deleted log dir %s", ulog.dir)
+            except OSError as exc:
+                log.error("Error deleting %s: %s", ulog.dir, exc)
+        return max(0.05, min(waits)) if waits else 3600.0
+
+    # --- retention and flush -------------------------------------------------------------
+    def cleanup_logs(self) -> int:
+        """kafka-log-retention: delete old segments of non-compacted logs (cleaner paused)."""
+        start = time.monotonic()
+        logs = dict(self.current_logs)
+        if self.cleaner is not None:
+            deletable = self.cleaner.manager.pause_cleaning_for_non_compacted_partitions(logs)
+        else:
+            deletable = {tp: ul for tp, ul in logs.items() if not ul.config.compact}
+        total = 0
+        try:
+            for tp, ulog in deletable.items():
+                total += self._retain(ulog)
+                future = self.future_logs.get(tp)
+                if future is not None:
+                    self._retain(future)
+        finally:
+            if self.cleaner is not None:
+                self.cleaner.manager.resume_cleaning(deletable)
+        if total:
+            log.debug("Log cleanup completed. %d files deleted in %.3f s", total, time.monotonic() - start)
+        return total
+
+    def _retain(self, ulog: UnifiedLog) -> int:
+        if ulog.offline:
+            return 0
+        try:
+            return ulog.delete_old_segments()
+        except OSError as exc:
+            self.failure_channel.maybe_add_offline_log_dir(
+                ulog.dir.parent, f"Error while deleting segments for {ulog.topic_partition}", exc
+            )
+            return 0
+
+    async def flush_dirty_logs(self) -> None:
+        """kafka-log-flusher: fsync logs whose last flush is older than their flush.ms."""
+        now = _now_ms()
+        for _tp, ulog in self.all_logs():
+            flush_ms = ulog.config.flush_ms
+            if flush_ms >= NEVER_MS or now - ulog.last_flush_time < flush_ms or ulog.offline:
+                continue
+            try:
+                await asyncio.to_thread(ulog.flush)
+            except OSError as exc:
+                self.failure_channel.maybe_add_offline_log_dir(
+                    ulog.dir.parent, f"Error flushing {ulog.topic_partition}", exc
+                )
+
+    # --- checkpoints ----------------------------------------------------------------------
+    def _logs_by_dir(self, d: Path) -> dict[TopicPartition, UnifiedLog]:
+        return {tp: ul for tp, ul in list(self.current_logs.items()) if ul.dir.parent == d}
+
+    def _write_checkpoint(self, d: Path, name: str, offsets: dict[TopicPartition, int]) -> None:
+        try:
+            OffsetCheckpointFile(d / name).write(offsets)
+        except OSError as exc:
+            self.failure_channel.maybe_add_offline_log_dir(d, f"Error while writing {name} in dir {d}", exc)
+
+    async def checkpoint_log_recovery_offsets(self) -> None:
+        """Recovery points (and the high watermarks) of each live dir."""
+        for d in list(self.live_log_dirs):
+            logs = self._logs_by_dir(d)
+            rp = {tp: ul.recovery_point for tp, ul in logs.items()}
+            hw = {tp: ul.high_watermark for tp, ul in logs.items()}
+            await asyncio.to_thread(self._write_checkpoint, d, RECOVERY_POINT_CHECKPOINT_FILE, rp)
+            await asyncio.to_thread(self._write_checkpoint, d, REPLICATION_OFFSET_CHECKPOINT_FILE, hw)
+
+    async def checkpoint_log_start_offsets(self) -> None:
+        for d in list(self.live_log_dirs):
+            starts = {tp: ul.log_start_offset for tp, ul in self._logs_by_dir(d).items() if ul.log_start_offset > 0}
+            await asyncio.to_thread(self._write_checkpoint, d, LOG_START_OFFSET_CHECKPOINT_FILE, starts)
+
     def checkpoint(self) -> None:
-        for d in self.live_log_dirs:
-            logs = {tp: ul for tp, ul in self.current_logs.items() if ul.dir.parent == d}
-            OffsetCheckpointFile(d / RECOVERY_POINT_CHECKPOINT_FILE).write({tp: ul.recovery_point for tp, ul in logs.items()})
-            OffsetCheckpointFile(d / LOG_START_OFFSET_CHECKPOINT_FILE).write(
-                {tp: ul.log_start_offset for tp, ul in logs.items() if ul.log_start_offset > 0})
-            OffsetCheckpointFile(d / REPLICATION_OFFSET_CHECKPOINT_FILE).write({tp: ul.high_watermark for tp, ul in logs.items()})
+        """All checkpoints of every live dir, synchronously (shutdown)."""
+        for d in list(self.live_log_dirs):
+            logs = self._logs_by_dir(d)
+            self._write_checkpoint(
+                d, RECOVERY_POINT_CHECKPOINT_FILE, {tp: ul.recovery_point for tp, ul in logs.items()}
+            )
+            self._write_checkpoint(
+                d,
+                LOG_START_OFFSET_CHECKPOINT_FILE,
+                {tp: ul.log_start_offset for tp, ul in logs.items() if ul.log_start_offset > 0},
+            )
+            self._write_checkpoint(
+                d, REPLICATION_OFFSET_CHECKPOINT_FILE, {tp: ul.high_watermark for tp, ul in logs.items()}
+            )
 
     def flush_all(self) -> None:
         for ul in self.current_logs.values():
             ul.flush()
 
+    # --- disk failure ----------------------------------------------------------------------
+    def report_io_error(self, tp: TopicPartition, exc: BaseException) -> None:
+        """An I/O error on a partition's log (from the produce/fetch path)."""
+        ulog = self.current_logs.get(tp) or self.offline_logs.get(tp)
+        if ulog is not None:
+            self.failure_channel.maybe_add_offline_log_dir(ulog.dir.parent, f"I/O error on {tp[0]}-{tp[1]}", exc)
+
+    async def _failure_handler(self) -> None:
+        while True:
+            d = await self.failure_channel.take_next_offline_log_dir()
+            try:
+                self.handle_log_dir_failure(d)
+            except Exception:
+                log.exception("Error handling the failure of log dir %s", d)
+
+    def handle_log_dir_failure(self, d: Path) -> None:
+        """Take a dir offline: its logs are closed and answer KAFKA_STORAGE_ERROR; the
+        broker keeps serving the other dirs, and stops cleanly if it was the last."""
+        with self._lock:
+            if d in self.live_log_dirs:
+                self.live_log_dirs.remove(d)
+            self.directory_ids.pop(d, None)
+            if not self.live_log_dirs:
+                log.critical(
+                    "Shutdown broker because all log dirs in %s have failed", ", ".join(map(str, self.log_dirs))
+                )
+                self.halt()
+                return
+            if self.cleaner is not None:
+                self.cleaner.manager.handle_log_dir_failure(d)
+            offline = []
+            for registry in (self.current_logs, self.future_logs):
+                for tp, ulog in list(registry.items()):
+                    if ulog.dir.parent != d:
+                        continue
+                    del registry[tp]
+                    ulog.offline = True
+                    if registry is self.current_logs:
+                        self.offline_logs[tp] = ulog
+                        offline.append(tp)
+                    if self.cleaner is not None:
+                        self.cleaner.manager.abort_and_pause_cleaning(tp)
+                    mover = self._movers.pop(tp, None)
+                    if mover is not None:
+                        mover.cancel()
+                    try:
+                        ulog.close_handlers()
+                    except Exception:  # the disk is gone: nothing more to save
+                        pass
+            fd = self._locks.pop(d, None)
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        log.warning(
+            "Log dir %s is offline; partitions %s are offline",
+            d,
+            ", ".join(f"{t}-{p}" for t, p in sorted(offline)) or "(none)",
+        )
+
+    # --- intra-broker moves (AlterReplicaLogDirs) --------------------------------------------
+    def alter_replica_log_dir(self, tp: TopicPartition, dest: str) -> ErrorCode:
+        """Start moving the partition's replica to `dest` through a `-future` log."""
+        target = Path(dest).resolve()
+        if target not in self.log_dirs:
+            return ErrorCode.log_dir_not_found
+        if target not in self.live_log_dirs:
+            return ErrorCode.kafka_storage_error
+        current = self.current_logs.get(tp)
+        if current is None:
+            return ErrorCode.kafka_storage_error if tp in self.offline_logs else ErrorCode.replica_not_available
+        if current.dir.parent == target:
+            self._abandon_future(tp)
+            return ErrorCode.none
+        existing = self.future_logs.get(tp)
+        if existing is not None:
+            if existing.dir.parent == target:
+                return ErrorCode.none
+            self._abandon_future(tp)
+        d = target / log_file_utils.log_future_dir_name(*tp)
+        try:
+            future = UnifiedLog.load(
+                d, current.config, topic_id=current.topic_id, had_clean_shutdown=True, scheduler=self.scheduler
+            )
+            future.truncate_fully_and_start_at(current.log_start_offset)
+        except OSError as exc:
+            self.failure_channel.maybe_add_offline_log_dir(target, f"Error creating future log of {tp[0]}-{tp[1]}", exc)
+            return ErrorCode.kafka_storage_error
+        self.future_logs[tp] = future
+        log.info("Moving %s-%d from %s to %s", tp[0], tp[1], current.dir.parent, target)
+        self._start_mover(tp)
+        return ErrorCode.none
+
+    def _abandon_future(self, tp: TopicPartition) -> None:
+        mover = self._movers.pop(tp, None)
+        if mover is not None:
+            mover.cancel()
+        future = self.future_logs.pop(tp, None)
+        if future is not None:
+            future.rename_dir(log_file_utils.log_delete_dir_name(*tp))
+            self.logs_to_be_deleted.append((future, time.monotonic()))
+
+    def _start_mover(self, tp: TopicPartition) -> None:
+        if self._loop is None:
+            return
+        self._movers[tp] = self._loop.create_task(self._move(tp), name=f"move-{tp[0]}-{tp[1]}")
+
+    async def _move(self, tp: TopicPartition) -> None:
+        """Copy batches from the current log into the future log; when it has caught up,
+        swap it in within the same loop step (no append can slip in between)."""
+        try:
+            while True:
+                current, future = self.current_logs.get(tp), self.future_logs.get(tp)
+                if current is None or future is None:
+                    return
+                if future.log_end_offset < current.log_start_offset:
+                    future.truncate_fully_and_start_at(current.log_start_offset)
+                if future.log_end_offset >= current.log_end_offset:
+                    self.replace_current_with_future_log(tp)
+                    return
+                info = current.read(future.log_end_offset, MOVE_CHUNK_BYTES, ISOLATION_LOG_END, True)
+                data = info.records.read() if info.records is not None else b""
+                pos = 0
+                while pos + LOG_OVERHEAD + 49 <= len(data):
+                    h = read_header(data, pos)
+                    if pos + h.size > len(data):
+                        break
+                    pos += h.size
+                if pos:
+                    future.append_as_follower(data[:pos])
+                    await asyncio.sleep(0)
+                else:
+                    await asyncio.sleep(0.01)
+        except asyncio.CancelledError:
+            raise
+        except OSError as exc:
+            future = self.future_logs.get(tp)
+            if future is not None:
+                self.failure_channel.maybe_add_offline_log_dir(future.dir.parent, f"Error moving {tp[0]}-{tp[1]}", exc)
+        except Exception:
+            log.exception("Moving %s-%d failed", *tp)
+        finally:
+            if self._movers.get(tp) is asyncio.current_task():
+                del self._movers[tp]
+
+    def replace_current_with_future_log(self, tp: TopicPartition) -> None:
+        with self._lock:
+            current, future = self.current_logs[tp], self.future_logs[tp]
+            if self.cleaner is not None:
+                self.cleaner.manager.abort_and_pause_cleaning(tp)
+            try:
+                old_parent = current.dir.parent
+                current.rename_dir(log_file_utils.log_delete_dir_name(*tp))
+                future.rename_dir(log_file_utils.log_dir_name(*tp))
+                future.update_high_watermark(current.high_watermark)
+                if current.log_start_offset > future.log_start_offset:
+                    future.maybe_increment_log_start_offset(current.log_start_offset, "log move")
+                self.current_logs[tp] = future
+                del self.future_logs[tp]
+                if self.cleaner is not None:
+                    self.cleaner.manager.update_checkpoints(old_parent, remove=tp)
+            finally:
+                if self.cleaner is not None:
+                    self.cleaner.manager.resume_cleaning([tp])
+            self.logs_to_be_deleted.append((current, time.monotonic()))
+            if self._delete_wake is not None:
+                self._delete_wake.set()
+        log.info("The current replica of %s-%d is replaced by the future one in %s", tp[0], tp[1], future.dir.parent)
+        for listener in self.log_replaced_listeners:
+            listener(tp, future)
+
+    # --- shutdown -----------------------------------------------------------------------------
+    async def _stop_background(self) -> None:
+        for t in list(self._movers.values()) + self._tasks:
+            t.cancel()
+        for t in list(self._movers.values()) + self._tasks:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):
+                pass
+        self._tasks.clear()
+        self._movers.clear()
+        if self.cleaner is not None:
+            await self.cleaner.shutdown()
+
     def shutdown(self) -> None:
-        """Flush and close every log, checkpoint, then mark each dir cleanly shut down."""
-        for ul in self.current_logs.values():
-            ul.flush()
+        """Stop the background tasks, flush and close every log (in parallel per dir),
+        checkpoint, then mark each fully loaded dir cleanly shut down."""
+        if self._shut_down:
+            return
+        self._shut_down = True
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            try:
+                in_loop = asyncio.get_running_loop() is loop
+            except RuntimeError:
+                in_loop = False
+            if not in_loop:
+                asyncio.run_coroutine_threadsafe(self._stop_background(), loop).result(60)
+        threads = max(1, int(self._cfg("num.recovery.threads.per.data.dir", 2)))
+        failed_dirs: set[Path] = set()
+
+        def close_log(ul: UnifiedLog) -> None:
+            try:
+                ul.flush()
+                ul.close()
+            except OSError as exc:
+                failed_dirs.add(ul.dir.parent)
+                log.error("Error closing %s: %s", ul.topic_partition, exc)
+
+        for d in list(self.live_log_dirs):
+            logs = [
+                ul for ul in list(self.current_logs.values()) + list(self.future_logs.values()) if ul.dir.parent == d
+            ]
+            with ThreadPoolExecutor(threads, thread_name_prefix=f"log-closing-{d}") as pool:
+                list(pool.map(close_log, logs))
         self.checkpoint()
-        for ul in self.current_logs.values():
-            ul.close()
-        for d in self.live_log_dirs:
-            CleanShutdownFileHandler(d).write(self.broker_epoch)
-        for fd in self._locks.values():
-            os.close(fd)
-        self._locks.clear()
+        for d in list(self.live_log_dirs):
+            if d in failed_dirs or d not in self._loaded_dirs:
+                continue
+            try:
+                CleanShutdownFileHandler(d).write(self.broker_epoch)
+            except OSError as exc:
+                log.error("Error writing the clean shutdown marker in %s: %s", d, exc)
+        self._release_locks()

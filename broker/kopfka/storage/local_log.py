@@ -17,6 +17,7 @@ from kopfka.protocol.errors import ErrorCode, KafkaError
 from kopfka.protocol.records import BatchHeader
 from kopfka.storage import log_file_utils as lfu
 from kopfka.storage.checkpoint import fsync_dir
+from kopfka.storage.fault_injection import crash_point
 from kopfka.storage.log_segment import FetchDataInfo, LogOffsetMetadata, LogSegment
 from kopfka.storage.log_segments import LogSegments
 
@@ -241,6 +242,48 @@ class LocalLog:
         delete_segment_files(
             to_delete, async_delete, self.config.file_delete_delay_ms, self.scheduler
         )
+
+    def replace_segments(
+        self, new_segments: list[LogSegment], old_segments: list[LogSegment]
+    ) -> list[LogSegment]:
+        """Swap cleaned segments in for the segments they replace, recoverable at any crash.
+
+        The new segments carry the `.cleaned` suffix. Order (seed 001): rename them `.swap`
+        in descending offset order, add them to the index, retire every old segment
+        (remove from the index, rename `.deleted`, unlink after file.delete.delay.ms), then
+        drop the `.swap` suffix and fsync the dir. LogLoader finishes or rolls back a swap
+        interrupted at any of these points. Returns the retired segments.
+        """
+        new_sorted = sorted(new_segments, key=lambda s: s.base_offset)
+        new_bases = {s.base_offset for s in new_sorted}
+        old_sorted = [
+            s
+            for s in sorted(old_segments, key=lambda s: s.base_offset)
+            if self.segments.get(s.base_offset) is s
+        ]
+        for s in reversed(new_sorted):
+            if s.has_suffix(lfu.CLEANED_FILE_SUFFIX):
+                s.change_file_suffixes(lfu.CLEANED_FILE_SUFFIX, lfu.SWAP_FILE_SUFFIX)
+        fsync_dir(self.dir)
+        crash_point("cleaner-after-swap-rename")
+        for s in new_sorted:
+            self.segments.add(s)
+        for s in old_sorted:
+            if s.base_offset not in new_bases:
+                self.segments.remove(s.base_offset)
+        for i, s in enumerate(old_sorted):
+            s.change_file_suffixes("", lfu.DELETED_FILE_SUFFIX)
+            if i == 0:
+                crash_point("cleaner-after-first-old-deleted")
+        crash_point("cleaner-after-old-deleted")
+        delete_segment_files(
+            old_sorted, True, self.config.file_delete_delay_ms, self.scheduler
+        )
+        for s in new_sorted:
+            s.change_file_suffixes(lfu.SWAP_FILE_SUFFIX, "")
+        crash_point("cleaner-after-swap-live")
+        fsync_dir(self.dir)
+        return old_sorted
 
     # -- lifecycle ---------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ Offsets invariant: log_start_offset <= last_stable_offset <= high_watermark <= l
 
 from __future__ import annotations
 
+import logging
 import time as _time
 import uuid
 from collections.abc import Callable
@@ -21,6 +22,7 @@ from kopfka.config.log_config import LogConfig
 from kopfka.protocol.errors import ErrorCode, KafkaError
 from kopfka.protocol.records import NO_TIMESTAMP, BatchHeader, iter_batches
 from kopfka.storage import log_file_utils as lfu
+from kopfka.storage.fault_injection import crash_point
 from kopfka.storage.file_records import TimestampAndOffset
 from kopfka.storage.leader_epoch_cache import LeaderEpochFileCache
 from kopfka.storage.local_log import LocalLog, Scheduler, delete_segment_files
@@ -39,6 +41,8 @@ from kopfka.storage.producer_state import (
     read_end_txn_marker,
 )
 from kopfka.storage.transaction_index import AbortedTxn
+
+logger = logging.getLogger(__name__)
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
@@ -86,6 +90,10 @@ class UnifiedLog:
         self._high_watermark_metadata = LogOffsetMetadata(log_start_offset)
         self._first_unstable_offset_metadata: LogOffsetMetadata | None = None
         self.partition_metadata_file = PartitionMetadataFile(local_log.dir)
+        # set when the log's dir goes offline: requests get KAFKA_STORAGE_ERROR
+        self.offline = False
+        # wall clock of the last flush, for the flush.ms scheduler
+        self.last_flush_time = time()
         self.topic_id = topic_id
         self._initialize_topic_id()
         self._update_log_start_offset(log_start_offset)
@@ -538,6 +546,7 @@ class UnifiedLog:
         if offset > self.local_log.recovery_point:
             self.local_log.flush(offset)
             self.local_log.mark_flushed(offset)
+        self.last_flush_time = self.time()
 
     def take_producer_snapshot(self) -> None:
         self.producer_state_manager.take_snapshot()
@@ -719,6 +728,119 @@ class UnifiedLog:
             local.segments.remove(s.base_offset)
             self.producer_state_manager.remove_and_mark_snapshot_for_deletion(s.base_offset)
         delete_segment_files(segments, True, local.config.file_delete_delay_ms, local.scheduler)
+
+    # -- retention (seed 001) -----------------------------------------------------------------
+
+    def delete_old_segments(self) -> int:
+        """Retention: delete whole old segments; returns how many were deleted.
+
+        cleanup.policy=delete runs the log-start-offset, retention.bytes and retention.ms
+        predicates in that order; a compact-only log only drops segments wholly below the
+        log start offset (DeleteRecords).
+        """
+        if self.config.delete:
+            return (
+                self._delete_log_start_offset_breached_segments()
+                + self._delete_retention_size_breached_segments()
+                + self._delete_retention_ms_breached_segments()
+            )
+        return self._delete_log_start_offset_breached_segments()
+
+    def _delete_log_start_offset_breached_segments(self) -> int:
+        start = self._log_start_offset
+        return self._delete_old(
+            lambda seg, nxt: nxt is not None and nxt.base_offset <= start,
+            f"log start offset {start} breach",
+        )
+
+    def _delete_retention_size_breached_segments(self) -> int:
+        retention = self.config.retention_bytes
+        size = self.size_in_bytes
+        if retention < 0 or size < retention:
+            return 0
+        diff = size - retention
+
+        def over(seg: LogSegment, nxt: LogSegment | None) -> bool:
+            nonlocal diff
+            if diff - seg.size >= 0:
+                diff -= seg.size
+                return True
+            return False
+
+        return self._delete_old(over, f"retention size {retention} breach (log size {size})")
+
+    def _delete_retention_ms_breached_segments(self) -> int:
+        retention = self.config.retention_ms
+        if retention < 0:
+            return 0
+        now = self.time()
+
+        def expired(seg: LogSegment, nxt: LogSegment | None) -> bool:
+            largest = seg.largest_timestamp()
+            if largest > now:
+                logger.warning(
+                    "%s: segment %d has a future timestamp %d; it cannot expire until then",
+                    self.topic_partition, seg.base_offset, largest,
+                )
+            return now - largest > retention
+
+        return self._delete_old(expired, f"retention time {retention}ms breach")
+
+    def deletable_segments(
+        self, predicate: Callable[[LogSegment, LogSegment | None], bool]
+    ) -> list[LogSegment]:
+        """Oldest-first prefix of segments passing `predicate`, below the high watermark,
+        never including an empty last segment."""
+        segments = self.local_log.segments.values()
+        out: list[LogSegment] = []
+        hw = self.high_watermark
+        for i, seg in enumerate(segments):
+            nxt = segments[i + 1] if i + 1 < len(segments) else None
+            upper = nxt.base_offset if nxt is not None else self.log_end_offset
+            last_and_empty = nxt is None and seg.size == 0
+            if hw >= upper and not last_and_empty and predicate(seg, nxt):
+                out.append(seg)
+            else:
+                break
+        return out
+
+    def _delete_old(
+        self, predicate: Callable[[LogSegment, LogSegment | None], bool], reason: str
+    ) -> int:
+        deletable = self.deletable_segments(predicate)
+        if not deletable:
+            return 0
+        if len(deletable) == self.num_segments:
+            # never leave the log without a segment: roll a fresh active one first
+            self.roll()
+        survivors = self.local_log.segments.higher_segment(deletable[-1].base_offset)
+        assert survivors is not None
+        new_start = max(self._log_start_offset, survivors.base_offset)
+        logger.info(
+            "%s: deleting segments %s due to %s",
+            self.topic_partition, [s.base_offset for s in deletable], reason,
+        )
+        if new_start > self._log_start_offset:
+            self.maybe_increment_log_start_offset(new_start, "segment deletion")
+        crash_point("retention-before-delete")
+        self.delete_segments(deletable)
+        crash_point("retention-after-delete")
+        return len(deletable)
+
+    # -- compaction ----------------------------------------------------------------------------
+
+    def replace_segments(
+        self, new_segments: list[LogSegment], old_segments: list[LogSegment]
+    ) -> None:
+        """Swap cleaned segments in (see LocalLog.replace_segments)."""
+        retired = self.local_log.replace_segments(new_segments, old_segments)
+        new_bases = {s.base_offset for s in new_segments}
+        psm = self.producer_state_manager
+        for s in retired:
+            if s.base_offset not in new_bases:
+                psm.remove_and_mark_snapshot_for_deletion(s.base_offset)
+        for f in self.dir.glob("*" + lfu.PRODUCER_SNAPSHOT_FILE_SUFFIX + lfu.DELETED_FILE_SUFFIX):
+            f.unlink(missing_ok=True)
 
     # -- lifecycle ---------------------------------------------------------------------------
 

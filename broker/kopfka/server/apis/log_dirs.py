@@ -1,0 +1,100 @@
+"""DescribeLogDirs and AlterReplicaLogDirs (seed 001): inspect the broker's log dirs and
+drain a disk by moving replicas to another dir through `-future` logs."""
+
+from __future__ import annotations
+
+import shutil
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from kopfka.protocol.api_versions import EXTRA_APIS
+from kopfka.protocol.errors import ErrorCode
+from kopfka.server.apis.registry import api
+from kopfka.server.request_context import RequestContext
+
+EXTRA_APIS.setdefault(34, (1, 2))  # AlterReplicaLogDirs
+EXTRA_APIS.setdefault(35, (1, 4))  # DescribeLogDirs
+
+
+def _usage(d: Path) -> tuple[int, int]:
+    try:
+        du = shutil.disk_usage(d)
+        return du.total, du.free
+    except OSError:
+        return -1, -1
+
+
+@api(35)
+async def handle_describe_log_dirs(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    lm = ctx.services.log_manager
+    wanted: dict[str, set[int]] | None = None
+    if req.topics is not None:
+        wanted = {t.topic: set(t.partitions) for t in req.topics}
+    by_dir: dict[Path, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    for (topic, p), ulog in lm.all_logs():
+        if wanted is not None and p not in wanted.get(topic, ()):
+            continue
+        is_future = lm.future_logs.get((topic, p)) is ulog
+        if is_future:
+            current = lm.current_logs.get((topic, p))
+            lag = max(0, current.log_end_offset - ulog.log_end_offset) if current is not None else 0
+        else:
+            lag = max(0, ulog.high_watermark - ulog.log_end_offset)
+        by_dir[ulog.dir.parent][topic].append(
+            {
+                "partition_index": p,
+                "partition_size": ulog.size_in_bytes,
+                "offset_lag": lag,
+                "is_future_key": is_future,
+            }
+        )
+    results = []
+    offline = lm.failure_channel.offline_dirs
+    for d in lm.log_dirs:
+        total, usable = _usage(d)
+        if d in offline or d not in lm.live_log_dirs:
+            results.append(
+                {
+                    "error_code": ErrorCode.kafka_storage_error,
+                    "log_dir": str(d),
+                    "topics": [],
+                    "total_bytes": -1,
+                    "usable_bytes": -1,
+                }
+            )
+            continue
+        topics = [
+            {"name": name, "partitions": sorted(parts, key=lambda x: x["partition_index"])}
+            for name, parts in sorted(by_dir.get(d, {}).items())
+        ]
+        results.append(
+            {
+                "error_code": ErrorCode.none,
+                "log_dir": str(d),
+                "topics": topics,
+                "total_bytes": total,
+                "usable_bytes": usable,
+            }
+        )
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "results": results}
+
+
+@api(34)
+async def handle_alter_replica_log_dirs(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    lm = ctx.services.log_manager
+    rm = ctx.services.replica_manager
+    out: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for d in req.dirs:
+        for t in d.topics:
+            for p in t.partitions:
+                tp = (t.name, p)
+                if tp not in rm.partitions and tp not in lm.offline_logs:
+                    code = ErrorCode.replica_not_available
+                else:
+                    code = lm.alter_replica_log_dir(tp, d.path)
+                out[t.name].append({"partition_index": p, "error_code": code})
+    return {
+        "throttle_time": 0,
+        "results": [{"topic_name": name, "partitions": parts} for name, parts in out.items()],
+    }
