@@ -1,0 +1,640 @@
+"""GroupCoordinator: partition ownership, loading by replay, batched writes, offsets, admin.
+
+Seed 004: the group's coordinator is the leader of `__consumer_offsets` partition
+abs(javaHashCode(group)) % offsets.topic.num.partitions. This object is a metadata publisher:
+when this broker becomes leader of such a partition it replays the partition into a `Shard`
+(groups + offset cache) and answers COORDINATOR_LOAD_IN_PROGRESS meanwhile; when it loses
+leadership it drops the shard (NOT_COORDINATOR afterwards). Every state change is a record
+appended to the partition; concurrent writes to one partition are coalesced into one batch per
+event-loop turn, which is what keeps frequent offset commits cheap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kopfka.controller.quorum_controller import CreateTopicSpec
+from kopfka.coordinator.group import records as rec
+from kopfka.coordinator.group.classic_protocol import ClassicProtocol, restore_classic_group
+from kopfka.coordinator.group.consumer_protocol import ConsumerProtocol
+from kopfka.coordinator.group.group_metadata import ClassicGroup, ClassicState, ConsumerGroup, Group, now_ms
+from kopfka.coordinator.group.offsets import CommittedOffset, OffsetCache
+from kopfka.metadata.image import MetadataDelta, MetadataImage
+from kopfka.protocol.errors import ErrorCode, KafkaError
+from kopfka.protocol.record_codec import Record, decode_records, encode_batch
+from kopfka.protocol.records import iter_batches
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+MAX_BATCH_BYTES = 512 * 1024
+
+
+def java_string_hashcode(s: str) -> int:
+    """Java's String.hashCode over UTF-16 code units, as a signed 32-bit int."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def partition_for(group_id: str, num_partitions: int) -> int:
+    """Kafka's Utils.abs(groupId.hashCode) % numPartitions (abs(MIN_VALUE) is 0 there)."""
+    h = java_string_hashcode(group_id)
+    return (0 if h == -(1 << 31) else abs(h)) % num_partitions
+
+
+class ShardState(enum.Enum):
+    LOADING = "loading"
+    ACTIVE = "active"
+    CLOSED = "closed"
+
+
+@dataclass
+class _PendingWrite:
+    records: list[tuple[bytes, bytes | None]]
+    apply: Callable[[], None] | None
+    future: asyncio.Future[None]
+
+
+@dataclass
+class Shard:
+    """The state of one __consumer_offsets partition this broker leads."""
+
+    partition: int
+    leader_epoch: int
+    state: ShardState = ShardState.LOADING
+    groups: dict[str, Group] = field(default_factory=dict)
+    offsets: OffsetCache = field(default_factory=OffsetCache)
+    pending: list[_PendingWrite] = field(default_factory=list)
+    flush_scheduled: bool = False
+    load_task: asyncio.Task[None] | None = None
+
+    def close(self) -> None:
+        self.state = ShardState.CLOSED
+        if self.load_task is not None:
+            self.load_task.cancel()
+        for g in self.groups.values():
+            g.cancel_timers()
+            if isinstance(g, ClassicGroup):
+                for m in g.members.values():
+                    for fut in (m.join_future, m.sync_future):
+                        if fut is not None and not fut.done():
+                            fut.set_exception(KafkaError(ErrorCode.not_coordinator, "coordinator moved"))
+        for w in self.pending:
+            if not w.future.done():
+                w.future.set_exception(KafkaError(ErrorCode.not_coordinator, "coordinator moved"))
+        self.pending.clear()
+
+
+def _size(w: _PendingWrite) -> int:
+    return sum(len(k) + len(v or b"") for k, v in w.records)
+
+
+class GroupCoordinator:
+    name = "GroupCoordinator"
+
+    def __init__(self, services: Any) -> None:
+        self.services = services
+        self.node_id: int = services.node_id
+        self.shards: dict[int, Shard] = {}
+        self.image = MetadataImage()
+        self._create_lock = asyncio.Lock()
+        self.classic = ClassicProtocol(self)
+        self.consumer = ConsumerProtocol(self)
+        self._expiry_task: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # --- configuration ---------------------------------------------------------------------
+    def config(self, key: str, default: Any = None) -> Any:
+        cfg = self.services.config
+        if key in cfg.values:
+            return cfg.values[key]
+        raw = cfg.originals.get(key)
+        if raw is None:
+            return default
+        if isinstance(default, int):
+            try:
+                return int(raw)
+            except ValueError:
+                return default
+        return raw
+
+    @property
+    def num_partitions(self) -> int:
+        topic = self.image.topics_by_name.get(OFFSETS_TOPIC)
+        if topic is not None:
+            return len(topic.partitions)
+        return int(self.config("offsets.topic.num.partitions", 50))
+
+    def spawn(self, coro: Any) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    # --- metadata publisher ------------------------------------------------------------------
+    def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        self.image = image
+        changes = delta.topic_changes
+        deleted_names = [t.name for t in changes.deleted.values()]
+        if OFFSETS_TOPIC in deleted_names:
+            for shard in self.shards.values():
+                shard.close()
+            self.shards.clear()
+        topic = image.topics_by_name.get(OFFSETS_TOPIC)
+        if topic is not None:
+            for pid in sorted(changes.changed_partitions.get(topic.topic_id, ())):
+                reg = topic.partitions.get(pid)
+                current = self.shards.get(pid)
+                if reg is not None and reg.leader == self.node_id:
+                    if current is None or current.leader_epoch != reg.leader_epoch:
+                        if current is not None:
+                            current.close()
+                        self._start_load(pid, reg.leader_epoch)
+                elif current is not None:
+                    log.info("Resigning as group coordinator for %s-%d", OFFSETS_TOPIC, pid)
+                    current.close()
+                    del self.shards[pid]
+        gone = [n for n in deleted_names if n != OFFSETS_TOPIC]
+        if gone:
+            self.spawn(self._delete_topic_offsets(set(gone)))
+        if self.shards and self._expiry_task is None:
+            self._expiry_task = self.spawn(self._expiry_loop())
+
+    def _start_load(self, pid: int, epoch: int) -> None:
+        shard = Shard(pid, epoch)
+        self.shards[pid] = shard
+        shard.load_task = self.spawn(self._load(shard))
+
+    async def _load(self, shard: Shard) -> None:
+        start = asyncio.get_running_loop().time()
+        tp = (OFFSETS_TOPIC, shard.partition)
+        count = 0
+        try:
+            part = self.services.replica_manager.partitions.get(tp)
+            if part is None:
+                raise KafkaError(ErrorCode.not_coordinator, f"{tp} is not hosted here")
+            ulog = part.log
+            offset, end = ulog.log_start_offset, ulog.log_end_offset
+            while offset < end:
+                data = ulog.read(offset, 1 << 20, isolation="log_end", min_one_message=True).records.read()
+                if not data:
+                    break
+                for header in iter_batches(data, allow_partial_tail=True):
+                    offset = header.next_offset
+                    if header.is_control or header.is_transactional:
+                        continue  # transactional offset commits arrive with the transaction coordinator
+                    for r in decode_records(data, header):
+                        count += 1
+                        self._replay(shard, r.key, r.value)
+                await asyncio.sleep(0)
+            if shard.state is ShardState.CLOSED:
+                return
+            for group in shard.groups.values():
+                if isinstance(group, ClassicGroup):
+                    self.classic.on_loaded(shard, group)
+            shard.state = ShardState.ACTIVE
+            log.info("Loaded %s-%d (%d records, %d groups) in %.0f ms", OFFSETS_TOPIC, shard.partition, count,
+                     len(shard.groups), (asyncio.get_running_loop().time() - start) * 1000)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("Failed to load %s-%d", OFFSETS_TOPIC, shard.partition)
+            shard.close()
+            if self.shards.get(shard.partition) is shard:
+                del self.shards[shard.partition]
+
+    def _replay(self, shard: Shard, key: bytes | None, value: bytes | None) -> None:
+        if key is None:
+            return
+        try:
+            k = rec.decode_key(key)
+            if isinstance(k, rec.OffsetKey):
+                if value is None:
+                    shard.offsets.delete(k.group, (k.topic, k.partition))
+                else:
+                    shard.offsets.put(k.group, (k.topic, k.partition),
+                                      CommittedOffset.from_value(rec.decode_offset_value(value)))
+                    if k.group not in shard.groups:
+                        shard.groups[k.group] = ClassicGroup(k.group)
+            elif isinstance(k, rec.GroupKey):
+                if value is None:
+                    old = shard.groups.pop(k.group, None)
+                    if old is not None:
+                        old.cancel_timers()
+                else:
+                    shard.groups[k.group] = restore_classic_group(k.group, rec.decode_group_value(value))
+        except rec.RecordFormatError as exc:
+            log.warning("Skipping unreadable record in %s-%d: %s", OFFSETS_TOPIC, shard.partition, exc)
+
+    # --- ownership ---------------------------------------------------------------------------
+    def shard_for(self, group_id: str) -> Shard:
+        if not group_id:
+            raise KafkaError(ErrorCode.invalid_group_id, "The group id is empty")
+        if OFFSETS_TOPIC not in self.image.topics_by_name:
+            raise KafkaError(ErrorCode.coordinator_not_available, "The offsets topic does not exist yet")
+        found = self.shards.get(partition_for(group_id, self.num_partitions))
+        if found is None or found.state is ShardState.CLOSED:
+            raise KafkaError(ErrorCode.not_coordinator, f"This broker is not the coordinator for {group_id}")
+        shard = found
+        if shard is None or shard.state is ShardState.CLOSED:
+            raise KafkaError(ErrorCode.not_coordinator, f"This broker is not the coordinator for {group_id}")
+        if shard.state is ShardState.LOADING:
+            raise KafkaError(ErrorCode.coordinator_load_in_progress, f"Loading the coordinator state of {group_id}")
+        return shard
+
+    async def find_coordinator(self, key: str, key_type: int, listener: str) -> dict[str, Any]:
+        out: dict[str, Any] = {"key": key, "node_id": -1, "host": "", "port": -1,
+                               "error_code": ErrorCode.none, "error_message": None}
+        try:
+            if key_type == 1:
+                raise KafkaError(ErrorCode.coordinator_not_available, "transactions are not available yet")
+            if key_type != 0:
+                raise KafkaError(ErrorCode.invalid_request, f"unsupported coordinator key type {key_type}")
+            if not key:
+                raise KafkaError(ErrorCode.invalid_request, "empty group id")
+            topic = self.image.topics_by_name.get(OFFSETS_TOPIC)
+            if topic is None:
+                await self.ensure_offsets_topic()
+                raise KafkaError(ErrorCode.coordinator_not_available, "creating the offsets topic")
+            reg = topic.partitions.get(partition_for(key, len(topic.partitions)))
+            broker = self.image.brokers.get(reg.leader) if reg is not None else None
+            ep = broker.endpoint(listener) if broker is not None and not broker.fenced else None
+            if ep is None:
+                raise KafkaError(ErrorCode.coordinator_not_available, "the coordinator is not available")
+            out.update(node_id=broker.broker_id, host=ep.host, port=ep.port)  # type: ignore[union-attr]
+        except KafkaError as exc:
+            out.update(error_code=exc.code, error_message=exc.message)
+        return out
+
+    async def ensure_offsets_topic(self) -> None:
+        async with self._create_lock:
+            if OFFSETS_TOPIC in self.image.topics_by_name:
+                return
+            spec = CreateTopicSpec(OFFSETS_TOPIC, int(self.config("offsets.topic.num.partitions", 50)),
+                                   int(self.config("offsets.topic.replication.factor", 3)), None,
+                                   {"cleanup.policy": "compact",
+                                    "segment.bytes": str(self.config("offsets.topic.segment.bytes", 104857600)),
+                                    "compression.type": "producer"})
+            try:
+                results = await self.services.controller.create_topics([spec])
+            except KafkaError as exc:
+                log.warning("Could not create %s: %s", OFFSETS_TOPIC, exc)
+                return
+            for r in results:
+                if r.error not in (ErrorCode.none, ErrorCode.topic_already_exists):
+                    log.warning("Could not create %s: %s %s", OFFSETS_TOPIC, r.error.name, r.message)
+
+    # --- writes --------------------------------------------------------------------------------
+    async def write(self, shard: Shard, records: list[tuple[bytes, bytes | None]],
+                    apply: Callable[[], None] | None = None) -> None:
+        """Append records to the shard's partition; `apply` runs once they are committed."""
+        if shard.state is ShardState.CLOSED:
+            raise KafkaError(ErrorCode.not_coordinator, "coordinator moved")
+        if not records:
+            if apply is not None:
+                apply()
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        shard.pending.append(_PendingWrite(records, apply, fut))
+        if not shard.flush_scheduled:
+            shard.flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush, shard)
+        await fut
+
+    def _flush(self, shard: Shard) -> None:
+        shard.flush_scheduled = False
+        pending, shard.pending = shard.pending, []
+        while pending:
+            chunk: list[_PendingWrite] = []
+            size = 0
+            while pending and (not chunk or size + _size(pending[0]) < MAX_BATCH_BYTES):
+                w = pending.pop(0)
+                size += _size(w)
+                chunk.append(w)
+            self._append(shard, chunk)
+
+    def _append(self, shard: Shard, chunk: list[_PendingWrite]) -> None:
+        ts = now_ms()
+        recs = [Record(i, ts, k, v) for i, (k, v) in enumerate(kv for w in chunk for kv in w.records)]
+        tp = (OFFSETS_TOPIC, shard.partition)
+        error: KafkaError | None = None
+        last = -1
+        if shard.state is ShardState.CLOSED:
+            error = KafkaError(ErrorCode.not_coordinator, "coordinator moved")
+        else:
+            part = self.services.replica_manager.partitions.get(tp)
+            if part is None or part.leader_epoch != shard.leader_epoch:
+                error = KafkaError(ErrorCode.not_coordinator, "coordinator moved")
+            else:
+                res = self.services.replica_manager.append_records([(tp, encode_batch(recs))], -1, internal=True)[tp]
+                if res.error in (ErrorCode.not_leader_or_follower, ErrorCode.unknown_topic_or_partition):
+                    error = KafkaError(ErrorCode.not_coordinator, res.message or "")
+                elif res.error == ErrorCode.message_too_large or res.error == ErrorCode.record_list_too_large:
+                    error = KafkaError(ErrorCode.invalid_commit_offset_size, res.message or "")
+                elif res.error != ErrorCode.none:
+                    error = KafkaError(ErrorCode.coordinator_not_available, f"{res.error.name}: {res.message}")
+                else:
+                    last = res.base_offset + len(recs) - 1
+        if error is not None:
+            for w in chunk:
+                if not w.future.done():
+                    w.future.set_exception(error)
+            return
+        part = self.services.replica_manager.partitions[tp]
+        if part.log.high_watermark > last:
+            self._complete(chunk)
+        else:
+            self.spawn(self._await_commit(shard, part, last, chunk))
+
+    async def _await_commit(self, shard: Shard, part: Any, last: int, chunk: list[_PendingWrite]) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + int(self.config("offsets.commit.timeout.ms", 5000)) / 1000
+        while part.log.high_watermark <= last:
+            remaining = deadline - loop.time()
+            if remaining <= 0 or shard.state is ShardState.CLOSED:
+                err = KafkaError(ErrorCode.request_timed_out if remaining <= 0 else ErrorCode.not_coordinator,
+                                 "the write was not replicated in time")
+                for w in chunk:
+                    if not w.future.done():
+                        w.future.set_exception(err)
+                return
+            fut: asyncio.Future[None] = loop.create_future()
+            part.add_waiter(fut)
+            try:
+                await asyncio.wait_for(fut, remaining)
+            except TimeoutError:
+                pass
+            finally:
+                part.remove_waiter(fut)
+        self._complete(chunk)
+
+    def _complete(self, chunk: list[_PendingWrite]) -> None:
+        for w in chunk:
+            try:
+                if w.apply is not None:
+                    w.apply()
+            except Exception as exc:  # a bug in one apply must not strand the other writers
+                log.exception("applying a committed coordinator write failed")
+                if not w.future.done():
+                    w.future.set_exception(exc)
+                continue
+            if not w.future.done():
+                w.future.set_result(None)
+
+    def group_metadata_records(self, group: ClassicGroup) -> list[tuple[bytes, bytes | None]]:
+        if group.state is ClassicState.DEAD:
+            return [(rec.group_key(group.group_id), None)]
+        value = rec.GroupValue(group.protocol_type or "", group.generation_id, group.protocol_name, group.leader_id,
+                               group.state_timestamp, [
+                                   rec.MemberValue(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                                                   m.rebalance_timeout_ms, m.session_timeout_ms,
+                                                   m.metadata(group.protocol_name), m.assignment)
+                                   for m in group.members.values()])
+        return [(rec.group_key(group.group_id), rec.encode_group_value(value))]
+
+    # --- offsets --------------------------------------------------------------------------------
+    def topic_name(self, topic_id: Any) -> str | None:
+        from kopfka import uuids
+
+        t = self.image.topics_by_id.get(uuids.to_str(topic_id))
+        return t.name if t is not None else None
+
+    def topic_id(self, name: str) -> Any:
+        from kopfka import uuids
+
+        t = self.image.topics_by_name.get(name)
+        return uuids.from_str(t.topic_id) if t is not None else uuids.ZERO_UUID
+
+    def _partition_exists(self, topic: str, partition: int) -> bool:
+        t = self.image.topics_by_name.get(topic)
+        return t is not None and partition in t.partitions
+
+    async def commit_offsets(self, group_id: str, member_id: str, generation: int, instance_id: str | None,
+                             offsets: list[tuple[str, int, int, int, str | None]], *, api_version: int,
+                             retention_ms: int = -1) -> dict[tuple[str, int], ErrorCode]:
+        """offsets: (topic, partition, offset, leader_epoch, metadata). Returns per-partition errors."""
+        shard = self.shard_for(group_id)
+        group = shard.groups.get(group_id)
+        created = False
+        if group is None:
+            created = True
+            if generation >= 0:
+                raise KafkaError(ErrorCode.illegal_generation if api_version < 9 else ErrorCode.group_id_not_found,
+                                 f"group {group_id} does not exist")
+            group = ClassicGroup(group_id)
+            shard.groups[group_id] = group
+        if isinstance(group, ConsumerGroup):
+            self.consumer.validate_commit(group, member_id, generation, instance_id)
+        else:
+            self.classic.validate_commit(group, member_id, generation, instance_id)
+        max_meta = int(self.config("offset.metadata.max.bytes", 4096))
+        results: dict[tuple[str, int], ErrorCode] = {}
+        records: list[tuple[bytes, bytes | None]] = []
+        accepted: list[tuple[tuple[str, int], CommittedOffset]] = []
+        ts = now_ms()
+        expire = ts + retention_ms if retention_ms >= 0 else -1
+        for topic, p, offset, epoch, metadata in offsets:
+            if not self._partition_exists(topic, p):
+                results[(topic, p)] = ErrorCode.unknown_topic_or_partition
+                continue
+            if metadata is not None and len(metadata.encode()) > max_meta:
+                results[(topic, p)] = ErrorCode.offset_metadata_too_large
+                continue
+            off = CommittedOffset(offset, epoch, metadata or "", ts, expire)
+            records.append((rec.offset_key(group_id, topic, p), rec.encode_offset_value(off.to_value())))
+            accepted.append(((topic, p), off))
+            results[(topic, p)] = ErrorCode.none
+
+        def apply() -> None:
+            for tp, off in accepted:
+                shard.offsets.put(group_id, tp, off)
+
+        try:
+            await self.write(shard, records, apply)
+        except KafkaError as exc:
+            for tp, _ in accepted:
+                results[tp] = exc.code
+        if created and not shard.offsets.has_offsets(group_id) and shard.groups.get(group_id) is group:
+            shard.groups.pop(group_id, None)  # nothing was committed: don't leave an empty simple group behind
+        return results
+
+    async def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None, *,
+                            member_id: str | None = None,
+                            member_epoch: int = -1) -> dict[tuple[str, int], CommittedOffset | None]:
+        """Committed offsets (None where nothing is committed); topics=None means all."""
+        shard = self.shard_for(group_id)
+        group = shard.groups.get(group_id)
+        if isinstance(group, ConsumerGroup) and member_id:
+            self.consumer.validate_fetch(group, member_id, member_epoch)
+        committed = shard.offsets.get(group_id)
+        if topics is None:
+            return dict(committed)  # type: ignore[arg-type]
+        return {(t, p): committed.get((t, p)) for t, parts in topics for p in parts}
+
+    async def delete_offsets(self, group_id: str,
+                             partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
+        shard = self.shard_for(group_id)
+        group = shard.groups.get(group_id)
+        if group is None:
+            raise KafkaError(ErrorCode.group_id_not_found, f"group {group_id} does not exist")
+        subscribed: set[str] | None
+        if group.is_empty:
+            subscribed = set()
+        else:
+            subscribed = group.subscribed_topics()
+            if subscribed is None:
+                raise KafkaError(ErrorCode.non_empty_group, f"group {group_id} is not empty")
+        results: dict[tuple[str, int], ErrorCode] = {}
+        records: list[tuple[bytes, bytes | None]] = []
+        to_delete: list[tuple[str, int]] = []
+        committed = shard.offsets.get(group_id)
+        for tp in partitions:
+            if tp[0] in subscribed:
+                results[tp] = ErrorCode.group_subscribed_to_topic
+                continue
+            results[tp] = ErrorCode.none
+            if tp in committed:
+                records.append((rec.offset_key(group_id, *tp), None))
+                to_delete.append(tp)
+
+        def apply() -> None:
+            for tp in to_delete:
+                shard.offsets.delete(group_id, tp)
+
+        await self.write(shard, records, apply)
+        return results
+
+    async def _delete_topic_offsets(self, topics: set[str]) -> None:
+        for shard in list(self.shards.values()):
+            if shard.state is not ShardState.ACTIVE:
+                continue
+            victims = [(g, tp) for g in shard.offsets.all_groups() for tp in shard.offsets.get(g) if tp[0] in topics]
+            if not victims:
+                continue
+
+            def apply(shard: Shard = shard, victims: list[tuple[str, tuple[str, int]]] = victims) -> None:
+                for g, tp in victims:
+                    shard.offsets.delete(g, tp)
+
+            try:
+                await self.write(shard, [(rec.offset_key(g, *tp), None) for g, tp in victims], apply)
+            except KafkaError as exc:
+                log.warning("Could not delete offsets of deleted topics %s: %s", sorted(topics), exc)
+
+    # --- expiry ----------------------------------------------------------------------------------
+    async def _expiry_loop(self) -> None:
+        interval = int(self.config("offsets.retention.check.interval.ms", 600_000)) / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.expire_offsets(now_ms())
+            except Exception:
+                log.exception("offset expiry failed")
+
+    async def expire_offsets(self, now: int) -> int:
+        """One expiry pass over every active shard; returns the number of offsets removed."""
+        retention_ms = int(self.config("offsets.retention.minutes", 10080)) * 60_000
+        removed = 0
+        for shard in list(self.shards.values()):
+            if shard.state is not ShardState.ACTIVE:
+                continue
+            records: list[tuple[bytes, bytes | None]] = []
+            expired_all: list[tuple[str, list[tuple[str, int]]]] = []
+            dead: list[ClassicGroup] = []
+            for gid in list(shard.groups):
+                group = shard.groups[gid]
+                empty_since = group.state_timestamp if group.is_empty else None
+                subs = None if group.is_empty else group.subscribed_topics()
+                if subs is None and not group.is_empty:
+                    continue  # members with an opaque protocol: their offsets stay
+                expired = shard.offsets.expired(gid, now, retention_ms, empty_since_ms=empty_since,
+                                                subscribed=(subs or set()).__contains__)
+                records.extend((rec.offset_key(gid, *tp), None) for tp in expired)
+                expired_all.append((gid, expired))
+                remaining = set(shard.offsets.get(gid)) - set(expired)
+                if isinstance(group, ClassicGroup) and group.is_empty and group.state is ClassicState.EMPTY \
+                        and not remaining:
+                    dead.append(group)
+                    records.append((rec.group_key(gid), None))
+            if not records:
+                continue
+
+            def apply(shard: Shard = shard, expired_all: list[tuple[str, list[tuple[str, int]]]] = expired_all,
+                      dead: list[ClassicGroup] = dead) -> None:
+                for gid, tps in expired_all:
+                    for tp in tps:
+                        shard.offsets.delete(gid, tp)
+                for g in dead:
+                    if shard.groups.get(g.group_id) is g and g.is_empty and not shard.offsets.has_offsets(g.group_id):
+                        g.transition(ClassicState.DEAD)
+                        del shard.groups[g.group_id]
+
+            await self.write(shard, records, apply)
+            removed += sum(len(t) for _, t in expired_all)
+            if removed:
+                log.info("Removed %d expired offsets from %s-%d", removed, OFFSETS_TOPIC, shard.partition)
+        return removed
+
+    # --- admin -----------------------------------------------------------------------------------
+    def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()) -> list[dict[str, Any]]:
+        want_states = {s.lower() for s in states}
+        want_types = {t.lower() for t in types}
+        out = []
+        for shard in self.shards.values():
+            if shard.state is not ShardState.ACTIVE:
+                continue
+            for gid, g in shard.groups.items():
+                if want_states and g.state_name.lower() not in want_states:
+                    continue
+                if want_types and g.kind not in want_types:
+                    continue
+                out.append({"group_id": gid, "protocol_type": g.protocol_type or "", "group_state": g.state_name,
+                            "group_type": g.kind})
+        return sorted(out, key=lambda g: g["group_id"])
+
+    def loading(self) -> bool:
+        return any(s.state is ShardState.LOADING for s in self.shards.values())
+
+    async def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
+        out: dict[str, ErrorCode] = {}
+        for gid in group_ids:
+            try:
+                shard = self.shard_for(gid)
+                group = shard.groups.get(gid)
+                if group is None or (isinstance(group, ClassicGroup) and group.state is ClassicState.DEAD):
+                    raise KafkaError(ErrorCode.group_id_not_found, f"group {gid} does not exist")
+                if not group.is_empty:
+                    raise KafkaError(ErrorCode.non_empty_group, f"group {gid} is not empty")
+                records: list[tuple[bytes, bytes | None]] = [(rec.offset_key(gid, *tp), None)
+                                                              for tp in shard.offsets.get(gid)]
+                records.append((rec.group_key(gid), None))
+
+                def apply(shard: Shard = shard, gid: str = gid, group: Group = group) -> None:
+                    shard.offsets.delete_group(gid)
+                    if shard.groups.get(gid) is group:
+                        del shard.groups[gid]
+                        if isinstance(group, ClassicGroup):
+                            group.transition(ClassicState.DEAD)
+                        else:
+                            group.dead = True
+
+                await self.write(shard, records, apply)
+                out[gid] = ErrorCode.none
+            except KafkaError as exc:
+                out[gid] = exc.code
+        return out
+
+    def shutdown(self) -> None:
+        for shard in self.shards.values():
+            shard.close()
+        self.shards.clear()
+        for t in list(self._tasks):
+            t.cancel()
