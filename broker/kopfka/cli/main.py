@@ -15,6 +15,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "storage": ("kopfka.cli.storage", "format and inspect log dirs (kafka-storage)"),
     "topics": ("kopfka.cli.topics", "create, list, describe, alter and delete topics (kafka-topics)"),
     "configs": ("kopfka.cli.configs", "describe and alter configs (kafka-configs)"),
+    "quotas": ("kopfka.cli.quotas", "describe and alter client quotas (kafka-configs for users/clients/ips)"),
     "operator": ("kopfka_operator.cli", "run the Kubernetes operator (kopf)"),
 }
 

@@ -18,6 +18,7 @@ from kopfka import uuids
 from kopfka.config.definitions import ConfigError
 from kopfka.config.log_config import TOPIC_CONFIG
 from kopfka.config.server_config import SERVER_CONFIG
+from kopfka.controller.client_quota_control import QuotaAlteration, QuotaResult, plan_alterations
 from kopfka.controller.replica_placement import place
 from kopfka.controller.topic_validation import (
     check_collision,
@@ -34,6 +35,8 @@ from kopfka.metadata.image import (
 )
 from kopfka.protocol.errors import ErrorCode, KafkaError
 from kopfka.raft.raft_client import CommittedBatch, LeaderAndEpoch, RaftClient
+from kopfka.telemetry.subscriptions import CLIENT_METRICS_RESOURCE
+from kopfka.telemetry.subscriptions import validate_config as validate_client_metrics_config
 
 log = logging.getLogger(__name__)
 
@@ -272,6 +275,9 @@ class QuorumController:
                 raise KafkaError(ErrorCode.invalid_config, f"Unknown broker config name: {key}")
             if defn.read_only:
                 raise KafkaError(ErrorCode.invalid_config, f"Cannot update these configs dynamically: {{{key}}}")
+        elif rtype == CLIENT_METRICS_RESOURCE:
+            validate_client_metrics_config(rname, key, value)
+            return
         else:
             raise KafkaError(ErrorCode.invalid_request, f"Unsupported resource type {rtype}")
         if value is not None:
@@ -417,6 +423,15 @@ class QuorumController:
                 if p.leader == -1 and broker_id in p.isr:
                     out.append(mr.PartitionChangeRecord(pid, t.topic_id, leader=broker_id))
         return out
+
+    async def alter_client_quotas(self, entries: list[QuotaAlteration], validate_only: bool = False) -> list[QuotaResult]:
+        """AlterClientQuotas: validation and records in controller/client_quota_control.py."""
+        async with self._lock:
+            self._check_active()
+            results, records = plan_alterations(entries)
+            if records and not validate_only:
+                await self._write(records)
+            return results
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
         async with self._lock:

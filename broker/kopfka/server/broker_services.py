@@ -28,7 +28,9 @@ class BrokerServices:
     producer_ids: ProducerIdManager
     lifecycle: Any = None
     group_coordinator: Any = None  # kopfka.coordinator.group (consumer groups, committed offsets)
-    quota_manager: Any = None  # quotas and throttling
+    quota_manager: Any = None  # quotas and throttling (kopfka.quota.QuotaManagers)
+    metrics: Any = None  # kopfka.metrics.BrokerMetrics
+    telemetry: Any = None  # kopfka.telemetry.ClientMetricsManager (KIP-714)
 
 
 def broker_values(config: KafkaConfig, loader: MetadataLoader) -> dict[str, Any]:

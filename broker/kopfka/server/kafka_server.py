@@ -17,6 +17,7 @@ from kopfka.log.log_manager import LogManager
 from kopfka.metadata import bootstrap
 from kopfka.metadata import records as mr
 from kopfka.metadata.loader import MetadataLoader
+from kopfka.quota.install import install as install_quotas
 from kopfka.raft.local_raft import LocalRaftClient
 from kopfka.server.broker_lifecycle import BrokerLifecycleManager, BrokerState
 from kopfka.server.broker_services import BrokerServices, make_config_for
@@ -96,6 +97,7 @@ class KafkaServer:
             fetch_sessions=FetchSessionCache(int(cfg["max.incremental.fetch.session.cache.slots"])),
             producer_ids=ProducerIdManager(lambda: controller.allocate_producer_ids(self.node_id, self.lifecycle.broker_epoch if self.lifecycle else -1)),
         )
+        install_quotas(services, loader)  # quotas, broker metrics, client telemetry (kopfka.quota.install)
         endpoints = tuple(mr.Endpoint(lst.name, lst.host, lst.port) for lst in cfg.advertised_listeners)
         self.lifecycle = BrokerLifecycleManager(
             self.node_id, cluster_id, controller, endpoints=endpoints, rack=cfg["broker.rack"],

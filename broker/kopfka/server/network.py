@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +20,7 @@ from kio.index import load_response_schema
 from kopfka.protocol.api_versions import API_VERSIONS_KEY
 from kopfka.protocol.entity_builder import build
 from kopfka.protocol.framing import FrameDecoder, FrameError, decode_request, encode_response
+from kopfka.quota.throttling import admit_connection, finish_request, release_connection
 from kopfka.server.apis import load_all
 from kopfka.server.apis.api_versions import unsupported_version_response
 from kopfka.server.apis.produce import CloseConnection
@@ -57,6 +59,9 @@ class Connection:
 
     async def run(self) -> None:
         decoder = FrameDecoder(self.server.max_request_bytes)
+        if not await admit_connection(self.server.services, self.listener_name, self.client_host):
+            self.writer.close()  # connection quotas: per-IP count or rate exceeded
+            return
         try:
             while True:
                 data = await self.reader.read(1 << 20)
@@ -75,6 +80,7 @@ class Connection:
             log.exception("Unexpected error on connection from %s; closing it", self.peer)
         finally:
             self.writer.close()
+            release_connection(self.server.services, self.listener_name, self.client_host)
 
     async def process(self, frame: bytes) -> bool:
         """Handle one request; False means close the connection."""
@@ -96,11 +102,15 @@ class Connection:
             return False
         ctx = RequestContext(hdr.api_key, hdr.api_version, hdr.correlation_id, hdr.client_id, self.listener_name,
                              self.client_host, self.server.services, len(frame))
+        started = time.perf_counter_ns()
         try:
             result = await handler(ctx, req.body)
         except CloseConnection:
             return False
+        mute_ms = finish_request(ctx, result, time.perf_counter_ns() - started)  # quotas + request metrics
         if result is None:
+            if mute_ms:  # acks=0 produce: no response, but the connection is still muted
+                await asyncio.sleep(mute_ms / 1000)
             return True
         if isinstance(result, RawResponse):
             await self.write_chunks(result.chunks, result.size)
@@ -108,6 +118,8 @@ class Connection:
             schema = load_response_schema(hdr.api_key, hdr.api_version)
             self.writer.write(encode_response(hdr.api_key, hdr.api_version, hdr.correlation_id, build(schema, result)))
         await self.writer.drain()
+        if mute_ms:  # throttled: the response is out, the connection's next request waits
+            await asyncio.sleep(mute_ms / 1000)
         return True
 
     async def write_chunks(self, chunks: list[Any], size: int) -> None:

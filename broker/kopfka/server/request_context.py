@@ -19,6 +19,8 @@ class RequestContext:
     client_host: str
     services: BrokerServices
     request_size: int = 0
+    throttle_ms: int = 0  # bandwidth/mutation throttle set by the handler (quota.throttling)
+    quota_exempt_ns: int = 0  # handler time not charged to request_percentage (fetch long-poll waits)
 
     @property
     def image(self) -> Any:

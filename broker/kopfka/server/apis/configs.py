@@ -16,6 +16,8 @@ from kopfka.config.server_config import SERVER_CONFIG
 from kopfka.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE
 from kopfka.protocol.errors import ErrorCode, KafkaError
 from kopfka.server.apis.registry import api
+from kopfka.telemetry.subscriptions import CLIENT_METRICS_RESOURCE
+from kopfka.telemetry.subscriptions import describe_entries as describe_client_metrics_entries
 from kopfka.server.request_context import RequestContext
 
 DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 2, 3, 4, 5
@@ -100,6 +102,8 @@ async def handle_describe_configs(ctx: RequestContext, req: Any) -> dict[str, An
                 if res.resource_name not in ("", str(ctx.services.node_id)):
                     raise KafkaError(ErrorCode.invalid_request, f"Unexpected broker id, expected {ctx.services.node_id} or empty string, but received {res.resource_name}")
                 out["configs"] = describe_broker_config_entries(ctx, res.resource_name, include_synonyms=include_synonyms, keys=keys)
+            elif res.resource_type == CLIENT_METRICS_RESOURCE:  # KIP-714 subscriptions
+                out["configs"] = describe_client_metrics_entries(ctx.image, res.resource_name, keys)
             else:
                 raise KafkaError(ErrorCode.invalid_request, f"Unsupported resource type {res.resource_type}")
         except KafkaError as exc:

@@ -5,11 +5,13 @@ Records go out as file regions (sendfile); only the partition headers are encode
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from kopfka import uuids
 from kopfka.protocol.errors import ErrorCode, KafkaError
 from kopfka.protocol.fetch_response import FetchPartitionOut, FetchTopicOut, encode_fetch_response
+from kopfka.quota.throttling import fetch_max_bytes, fetch_throttle_ms
 from kopfka.server.apis.registry import RawResponse, api
 from kopfka.server.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, CachedPartition
 from kopfka.server.replica_manager import FetchRequestPartition
@@ -98,9 +100,17 @@ async def handle_fetch(ctx: RequestContext, req: Any) -> RawResponse:
 
     reads = [FetchRequestPartition((p.topic, p.partition), p.fetch_offset, p.max_bytes, p.current_leader_epoch) for p in parts]
     isolation = "txn_committed" if getattr(req, "isolation_level", 0) == 1 else "high_watermark"
-    max_bytes = min(getattr(req, "max_bytes", 2**31 - 1), int(svc.config["fetch.max.bytes"]))
+    max_bytes = fetch_max_bytes(ctx, min(getattr(req, "max_bytes", 2**31 - 1), int(svc.config["fetch.max.bytes"])))
+    waited = time.perf_counter_ns()
     results = await svc.replica_manager.fetch_messages(
         reads, max_bytes=max_bytes, min_bytes=req.min_bytes, max_wait_ms=_ms(req.max_wait), isolation=isolation)
+    ctx.quota_exempt_ns = time.perf_counter_ns() - waited
+    if fetch_throttle_ms(ctx, results) > 0:  # throttled: no data (the charge was taken back)
+        if session is not None:
+            session.epoch = (epoch + 1) if incremental else 1
+        chunks, size = encode_fetch_response(version, ctx.correlation_id, [], session_id=resp_session_id,
+                                             throttle_time_ms=ctx.throttle_ms)
+        return RawResponse(chunks, size)
 
     requested_keys = {(p.topic, p.partition) for p in requested}
     topics: list[FetchTopicOut] = []
@@ -134,7 +144,8 @@ async def handle_fetch(ctx: RequestContext, req: Any) -> RawResponse:
         topics.append(tout)
     if session is not None:
         session.epoch = (epoch + 1) if incremental else 1
-    chunks, size = encode_fetch_response(version, ctx.correlation_id, topics, session_id=resp_session_id)
+    chunks, size = encode_fetch_response(version, ctx.correlation_id, topics, session_id=resp_session_id,
+                                         throttle_time_ms=ctx.throttle_ms)
     return RawResponse(chunks, size)
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from kopfka import uuids
 from kopfka.protocol.errors import ErrorCode
+from kopfka.quota.throttling import produce_throttle_ms
 from kopfka.server.apis.registry import api
 from kopfka.server.request_context import RequestContext
 
@@ -58,6 +59,7 @@ async def handle_produce(ctx: RequestContext, req: Any) -> dict[str, Any] | None
                 entries.append(((name, p.index), p.records))
                 slots.append((slot, p.index, (name, p.index)))
     results = svc.replica_manager.append_records(entries, acks) if entries else {}
+    produce_throttle_ms(ctx, entries, results)
     failed = False
     for slot, index, tp in slots:
         r = results[tp]
@@ -69,4 +71,4 @@ async def handle_produce(ctx: RequestContext, req: Any) -> dict[str, Any] | None
         if failed or txn_refused:
             raise CloseConnection("acks=0 produce failed")
         return None
-    return {"responses": responses, "throttle_time": 0}
+    return {"responses": responses, "throttle_time": ctx.throttle_ms}

@@ -6,8 +6,9 @@ from typing import Any
 
 from kopfka import uuids
 from kopfka.config.log_config import TOPIC_CONFIG
-from kopfka.controller.quorum_controller import CreateTopicSpec
+from kopfka.controller.quorum_controller import CreateTopicResult, CreateTopicSpec, ResultEntry
 from kopfka.protocol.errors import ErrorCode, KafkaError
+from kopfka.quota.throttling import partition_permits, run_with_mutation_quota, topic_permits
 from kopfka.server.apis.configs import describe_topic_config_entries
 from kopfka.server.apis.registry import api
 from kopfka.server.request_context import RequestContext
@@ -21,7 +22,11 @@ async def handle_create_topics(ctx: RequestContext, req: Any) -> dict[str, Any]:
         specs.append(CreateTopicSpec(t.name, t.num_partitions, t.replication_factor, assignments,
                                      {c.name: c.value for c in t.configs}))
     try:
-        results = await ctx.services.controller.create_topics(specs, validate_only=req.validate_only if ctx.api_version >= 1 else False)
+        validate_only = req.validate_only if ctx.api_version >= 1 else False
+        results = await run_with_mutation_quota(  # controller_mutation_rate (KIP-599)
+            ctx, specs, lambda s: 0 if validate_only else topic_permits(ctx, s),
+            lambda admitted: ctx.services.controller.create_topics(admitted, validate_only=validate_only),
+            lambda s, code, msg: CreateTopicResult(s.name, code, msg), lambda r: r.error != ErrorCode.none)
     except KafkaError as exc:
         return {"throttle_time": 0, "topics": [{"name": s.name, "error_code": exc.code, "error_message": exc.message,
                                                  "num_partitions": -1, "replication_factor": -1} for s in specs]}
@@ -62,7 +67,10 @@ async def handle_delete_topics(ctx: RequestContext, req: Any) -> dict[str, Any]:
 async def handle_create_partitions(ctx: RequestContext, req: Any) -> dict[str, Any]:
     reqs = [(t.name, t.count, [list(a.broker_ids) for a in t.assignments] if t.assignments is not None else None)
             for t in req.topics]
-    results = await ctx.services.controller.create_partitions(reqs, validate_only=req.validate_only)
+    results = await run_with_mutation_quota(  # controller_mutation_rate (KIP-599)
+        ctx, reqs, lambda r: 0 if req.validate_only else partition_permits(ctx, r[0], r[1]),
+        lambda admitted: ctx.services.controller.create_partitions(admitted, validate_only=req.validate_only),
+        lambda r, code, msg: ResultEntry(r[0], code, msg), lambda r: r.error != ErrorCode.none)
     return {"throttle_time": 0, "results": [{"name": r.name, "error_code": r.error, "error_message": r.message} for r in results]}
 
 

@@ -1,0 +1,331 @@
+"""Broker metrics on prometheus-client, named as Kafka's JMX exporter names them.
+
+`kafka.server:type=BrokerTopicMetrics,name=BytesInPerSec,topic=t` is scraped by the usual JMX
+exporter rules as `kafka_server_brokertopicmetrics_bytesin_total{topic="t"}`; using the same
+names lets existing dashboards and alerts work unchanged. Hot-path counters keep their label
+children cached (one dict lookup per topic or API, no label resolution per record); everything
+that is a state rather than an event (partition counts, log sizes, quota usage, connection
+counts) is computed at scrape time by a collector, so it costs nothing between scrapes.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from kio.index import load_request_schema
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, disable_created_metrics
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+LATENCY_BUCKETS_MS = (0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
+_BATCH_LEN = struct.Struct(">i")
+_REQUEST_NAMES: dict[int, str] = {}
+
+
+def request_name(api_key: int) -> str:
+    """Kafka's request name for the `request` label (Produce, Fetch, ApiVersions, ...)."""
+    name = _REQUEST_NAMES.get(api_key)
+    if name is None:
+        try:
+            cls = load_request_schema(api_key, 0) if api_key != 1 else load_request_schema(1, 4)
+            name = cls.__name__.removesuffix("Request")
+        except Exception:
+            name = str(api_key)
+        _REQUEST_NAMES[api_key] = name
+    return name
+
+
+def count_records(records: bytes | bytearray | memoryview | None) -> int:
+    """Records in a v2 batch sequence, from each header's lastOffsetDelta (no decoding)."""
+    if not records:
+        return 0
+    buf = memoryview(records)
+    pos, total, end = 0, 0, len(buf)
+    while pos + 61 <= end:
+        (length,) = _BATCH_LEN.unpack_from(buf, pos + 8)
+        (last_delta,) = _BATCH_LEN.unpack_from(buf, pos + 23)
+        total += last_delta + 1
+        pos += 12 + length
+    return total
+
+
+class _TopicCounters:
+    __slots__ = ("bytes_in", "bytes_out", "messages_in")
+
+    def __init__(self, m: BrokerMetrics, topic: str) -> None:
+        self.bytes_in = m.bytes_in.labels(topic=topic)
+        self.bytes_out = m.bytes_out.labels(topic=topic)
+        self.messages_in = m.messages_in.labels(topic=topic)
+
+
+class _RequestCounters:
+    __slots__ = ("errors", "requests", "total_time")
+
+    def __init__(self, m: BrokerMetrics, api_key: int, version: int) -> None:
+        name = request_name(api_key)
+        self.requests = m.requests.labels(request=name, version=str(version))
+        self.total_time = m.total_time.labels(request=name)
+        self.errors = m.request_errors.labels(request=name)
+
+
+class BrokerMetrics:
+    """Event counters (updated inline) plus a scrape-time collector for broker state."""
+
+    _by_registry: dict[int, BrokerMetrics] = {}
+
+    @classmethod
+    def for_registry(cls, registry: CollectorRegistry = REGISTRY) -> BrokerMetrics:
+        """One instance per registry: registering the same names twice would fail."""
+        inst = cls._by_registry.get(id(registry))
+        if inst is None:
+            inst = cls._by_registry[id(registry)] = cls(registry)
+        return inst
+
+    def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
+        disable_created_metrics()
+        self.registry = registry
+        self.bytes_in = Counter(
+            "kafka_server_brokertopicmetrics_bytesin", "Bytes appended by producers", ["topic"], registry=registry
+        )
+        self.bytes_out = Counter(
+            "kafka_server_brokertopicmetrics_bytesout", "Bytes sent to fetchers", ["topic"], registry=registry
+        )
+        self.messages_in = Counter(
+            "kafka_server_brokertopicmetrics_messagesin", "Records appended", ["topic"], registry=registry
+        )
+        self.failed_produce = Counter(
+            "kafka_server_brokertopicmetrics_failedproducerequests",
+            "Produce partition requests that failed",
+            ["topic"],
+            registry=registry,
+        )
+        self.requests = Counter(
+            "kafka_network_requestmetrics_requests", "Requests handled", ["request", "version"], registry=registry
+        )
+        self.request_errors = Counter(
+            "kafka_network_requestmetrics_errors", "Requests whose handler failed", ["request"], registry=registry
+        )
+        self.total_time = Histogram(
+            "kafka_network_requestmetrics_totaltimems",
+            "Request handling time (ms)",
+            ["request"],
+            buckets=LATENCY_BUCKETS_MS,
+            registry=registry,
+        )
+        self.isr_shrinks = Counter("kafka_server_replicamanager_isrshrinks", "ISR shrinks", registry=registry)
+        self.isr_expands = Counter("kafka_server_replicamanager_isrexpands", "ISR expansions", registry=registry)
+        self.throttled = Counter(
+            "kafka_server_quota_throttled_requests", "Responses sent with a throttle", ["quota_type"], registry=registry
+        )
+        self.connections_rejected = Counter(
+            "kafka_server_socket_server_metrics_connection_rejected",
+            "Connections refused by connection quotas",
+            ["listener", "reason"],
+            registry=registry,
+        )
+        self._topics: dict[str, _TopicCounters] = {}
+        self._requests: dict[tuple[int, int], _RequestCounters] = {}
+        self._state: BrokerStateCollector | None = None
+
+    # --- hot path ------------------------------------------------------------------------
+    def topic(self, topic: str) -> _TopicCounters:
+        c = self._topics.get(topic)
+        if c is None:
+            c = self._topics[topic] = _TopicCounters(self, topic)
+        return c
+
+    def record_produce(self, topic: str, records: bytes | bytearray | memoryview | None) -> None:
+        c = self.topic(topic)
+        if records:
+            c.bytes_in.inc(len(records))
+            c.messages_in.inc(count_records(records))
+
+    def record_request(self, api_key: int, version: int, elapsed_ms: float, failed: bool = False) -> None:
+        c = self._requests.get((api_key, version))
+        if c is None:
+            c = self._requests[(api_key, version)] = _RequestCounters(self, api_key, version)
+        c.requests.inc()
+        c.total_time.observe(elapsed_ms)
+        if failed:
+            c.errors.inc()
+
+    def forget_topic(self, topic: str) -> None:
+        """Drop a deleted topic's series."""
+        if self._topics.pop(topic, None) is not None:
+            for m in (self.bytes_in, self.bytes_out, self.messages_in, self.failed_produce):
+                try:
+                    m.remove(topic)
+                except KeyError:
+                    pass
+
+    # --- state -----------------------------------------------------------------------------
+    def bind_state(self, services: Any, network: Callable[[], Any] | None = None) -> None:
+        """Register the scrape-time collector over the broker's subsystems (once)."""
+        if self._state is None:
+            self._state = BrokerStateCollector(services, network)
+            self.registry.register(self._state)
+        else:
+            self._state.services, self._state.network = services, network
+
+
+class BrokerStateCollector(Collector):
+    """Gauges computed when Prometheus scrapes."""
+
+    def __init__(self, services: Any, network: Callable[[], Any] | None) -> None:
+        self.services = services
+        self.network = network
+
+    def describe(self) -> list[Any]:
+        return []  # computed per scrape; no fixed description
+
+    def collect(self) -> Iterator[Any]:
+        svc = self.services
+        image = svc.metadata.image
+        node = svc.node_id
+        urp = GaugeMetricFamily(
+            "kafka_server_replicamanager_underreplicatedpartitions",
+            "Partitions led here with fewer in-sync replicas than replicas",
+        )
+        leaders = GaugeMetricFamily("kafka_server_replicamanager_leadercount", "Partitions led by this broker")
+        parts = GaugeMetricFamily("kafka_server_replicamanager_partitioncount", "Partitions hosted by this broker")
+        offline = GaugeMetricFamily(
+            "kafka_controller_kafkacontroller_offlinepartitionscount", "Partitions without a leader"
+        )
+        active = GaugeMetricFamily(
+            "kafka_controller_kafkacontroller_activecontrollercount", "1 on the active controller"
+        )
+        topics = GaugeMetricFamily("kafka_controller_kafkacontroller_globaltopiccount", "Topics in the cluster")
+        n_urp = n_lead = n_parts = n_off = 0
+        for t in image.topics_by_id.values():
+            for p in t.partitions.values():
+                if p.leader == -1:
+                    n_off += 1
+                if node in p.replicas:
+                    n_parts += 1
+                if p.leader == node:
+                    n_lead += 1
+                    if len(p.isr) < len(p.replicas):
+                        n_urp += 1
+        ctl = svc.controller
+        is_active = bool(getattr(ctl, "is_active", False))
+        urp.add_metric([], n_urp)
+        leaders.add_metric([], n_lead)
+        parts.add_metric([], n_parts)
+        offline.add_metric([], n_off if is_active else 0)
+        active.add_metric([], 1 if is_active else 0)
+        topics.add_metric([], len(image.topics_by_id) if is_active else 0)
+        yield from (urp, leaders, parts, offline, active, topics)
+        yield from self._logs(svc)
+        yield from self._quotas(svc)
+        yield from self._connections(svc)
+
+    def _logs(self, svc: Any) -> Iterator[Any]:
+        size = GaugeMetricFamily("kafka_log_log_size", "Partition log size (bytes)", labels=["topic", "partition"])
+        segs = GaugeMetricFamily(
+            "kafka_log_log_numlogsegments", "Segments per partition", labels=["topic", "partition"]
+        )
+        leo = GaugeMetricFamily("kafka_log_log_logendoffset", "Log end offset", labels=["topic", "partition"])
+        lso = GaugeMetricFamily("kafka_log_log_logstartoffset", "Log start offset", labels=["topic", "partition"])
+        per_dir = GaugeMetricFamily(
+            "kafka_log_logmanager_logdirectorysize", "Bytes of partition logs per log dir", labels=["logdirectory"]
+        )
+        dirs: dict[str, int] = {str(d): 0 for d in getattr(svc.log_manager, "live_log_dirs", ())}
+        for (topic, partition), ulog in list(svc.log_manager.all_logs()):
+            try:
+                nbytes = ulog.size_in_bytes()
+                labels = [topic, str(partition)]
+                size.add_metric(labels, nbytes)
+                segs.add_metric(labels, ulog.num_segments())
+                leo.add_metric(labels, ulog.log_end_offset)
+                lso.add_metric(labels, ulog.log_start_offset)
+                d = str(ulog.dir.parent)
+                dirs[d] = dirs.get(d, 0) + nbytes
+            except Exception:  # a log being deleted or renamed concurrently
+                continue
+        for d, nbytes in dirs.items():
+            per_dir.add_metric([d], nbytes)
+        yield from (size, segs, leo, lso, per_dir)
+        lm = svc.log_manager
+        remaining = getattr(lm, "remaining_logs_to_recover", None)
+        rec = GaugeMetricFamily(
+            "kafka_log_logmanager_remaininglogstorecover", "Logs left to recover per dir", labels=["dir"]
+        )
+        for d in dirs:
+            rec.add_metric([d], float((remaining or {}).get(d, 0)))
+        yield rec
+        cleaner = getattr(lm, "cleaner", None)
+        if cleaner is not None:
+            for attr, name in (
+                ("max_buffer_utilization_percent", "kafka_log_logcleaner_max_buffer_utilization_percent"),
+                ("cleaner_recopy_percent", "kafka_log_logcleaner_cleaner_recopy_percent"),
+                ("max_clean_time_secs", "kafka_log_logcleaner_max_clean_time_secs"),
+                ("max_dirty_percent", "kafka_log_logcleanermanager_max_dirty_percent"),
+                ("uncleanable_partitions_count", "kafka_log_logcleanermanager_uncleanable_partitions_count"),
+            ):
+                value = getattr(cleaner, attr, None)
+                if value is not None:
+                    g = GaugeMetricFamily(name, f"Log cleaner {attr}")
+                    g.add_metric([], float(value() if callable(value) else value))
+                    yield g
+
+    def _quotas(self, svc: Any) -> Iterator[Any]:
+        qm = svc.quota_manager
+        if qm is None:
+            return
+        now = time.monotonic() * 1000.0
+        for mgr, usage in (
+            (qm.produce, "byte_rate"),
+            (qm.fetch, "byte_rate"),
+            (qm.request, "request_time"),
+            (qm.controller_mutation, "tokens"),
+        ):
+            prefix = f"kafka_server_{mgr.quota_type.value.lower()}"
+            use = GaugeMetricFamily(
+                f"{prefix}_{usage}", f"{mgr.quota_type.value} quota usage per entity", labels=["user", "client_id"]
+            )
+            bound = GaugeMetricFamily(
+                f"{prefix}_quota_limit", f"{mgr.quota_type.value} quota bound per entity", labels=["user", "client_id"]
+            )
+            thr = CounterMetricFamily(
+                f"{prefix}_throttle_time_ms", "Throttle time handed out (ms)", labels=["user", "client_id"]
+            )
+            for tags, sensor in list(mgr.sensors.items()):
+                labels = [tags[0], tags[1]]
+                use.add_metric(labels, sensor.value(now))
+                if sensor.bound is not None:
+                    bound.add_metric(labels, sensor.bound)
+                thr.add_metric(labels, sensor.throttle_ms_total)
+            yield from (use, bound, thr)
+        exempt = CounterMetricFamily("kafka_server_request_exempt_request_time_ns", "Handler time of exempt requests")
+        exempt.add_metric([], qm.request.exempt_ns_total)
+        yield exempt
+
+    def _connections(self, svc: Any) -> Iterator[Any]:
+        qm = svc.quota_manager
+        if qm is None:
+            return
+        cq = qm.connections
+        count = GaugeMetricFamily(
+            "kafka_server_socket_server_metrics_connection_count", "Open connections", labels=["listener"]
+        )
+        created = CounterMetricFamily(
+            "kafka_server_socket_server_metrics_connection_creation", "Connections accepted", labels=["listener"]
+        )
+        throttled = CounterMetricFamily(
+            "kafka_server_socket_server_metrics_connection_accept_throttled",
+            "Accepts delayed by the creation-rate quota",
+            labels=["listener"],
+        )
+        for name, st in cq.listeners.items():
+            count.add_metric([name], st.count)
+            created.add_metric([name], st.created)
+            throttled.add_metric([name], st.throttled)
+        rate = GaugeMetricFamily(
+            "kafka_server_socket_server_metrics_broker_connection_accept_rate",
+            "Broker-wide connection creation rate (per second)",
+        )
+        rate.add_metric([], cq.broker_rate.value(time.monotonic() * 1000.0) if cq.broker_rate.rate else 0.0)
+        yield from (count, created, throttled, rate)

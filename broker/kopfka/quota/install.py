@@ -1,0 +1,31 @@
+"""Wire quotas, broker metrics and client telemetry into a broker's services (one call)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prometheus_client import REGISTRY, CollectorRegistry
+
+from kopfka.metrics.broker_metrics import BrokerMetrics
+from kopfka.quota.manager import QuotaManagers
+from kopfka.telemetry.client_metrics import ClientMetricsManager
+
+
+def install(services: Any, loader: Any, registry: CollectorRegistry = REGISTRY) -> QuotaManagers:
+    """Construct the managers, subscribe them to metadata, and register the collectors."""
+    cfg = services.config
+    values = dict(cfg.values)
+    protected = values.get("inter.broker.listener.name") or None
+    quotas = QuotaManagers(values, node_id=services.node_id, protected_listener=protected)
+    telemetry = ClientMetricsManager(int(values.get("telemetry.max.bytes", 1_048_576)))
+    services.quota_manager = quotas
+    services.telemetry = telemetry
+    metrics = BrokerMetrics.for_registry(registry)
+    services.metrics = metrics
+    metrics.bind_state(services)
+    try:
+        registry.register(telemetry)
+    except ValueError:  # a second in-process broker: its telemetry is not exported
+        pass
+    loader.install_publishers([quotas, telemetry])
+    return quotas
