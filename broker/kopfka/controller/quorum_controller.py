@@ -28,6 +28,7 @@ from kopfka.controller.topic_validation import (
 from kopfka.metadata import records as mr
 from kopfka.metadata.image import (
     BROKER_RESOURCE,
+    METADATA_VERSION,
     TOPIC_RESOURCE,
     MetadataDelta,
     MetadataImage,
@@ -94,21 +95,89 @@ class QuorumController:
         self._registration_offsets: dict[int, int] = {}
         self._session_timeout_s = int(static_config.get("broker.session.timeout.ms", 9000)) / 1000  # type: ignore[call-overload]
         self._fencer: asyncio.Task[None] | None = None
+        self._was_active = False
+        self._background: set[asyncio.Task[None]] = set()
+        self.bootstrap_records: list[mr.MetadataRecord] = []
         raft.register(self)
 
     # --- RaftListener: the controller's own view of committed metadata ------------------
     def handle_commit(self, batch: CommittedBatch) -> None:
-        delta = MetadataDelta(self.image)
+        delta = MetadataDelta(MetadataImage() if batch.is_snapshot else self.image)
         delta.replay_all(rec for rec in batch.records
                          if not isinstance(rec, mr.BeginTransactionRecord | mr.EndTransactionRecord))
         self.image = delta.apply(Provenance(batch.last_offset, batch.epoch, batch.append_time_ms))
 
     def handle_leader_change(self, leader: LeaderAndEpoch) -> None:
-        pass
+        active = self.is_active
+        if active and not self._was_active:
+            log.info("[QuorumController id=%d] becoming the active controller in epoch %d", self.node_id, leader.epoch)
+            now = time.monotonic()
+            # a new active controller gives every registered broker a fresh session
+            self._last_heartbeat = {b: now for b in self.image.brokers}
+            self._background.add(asyncio.get_running_loop().create_task(self._on_activate()))
+        elif not active and self._was_active:
+            log.info("[QuorumController id=%d] no longer the active controller (leader %d, epoch %d)",
+                     self.node_id, leader.leader_id, leader.epoch)
+        self._was_active = active
+
+    async def _on_activate(self) -> None:
+        try:
+            if self.bootstrap_records:
+                await self.bootstrap(self.bootstrap_records)
+        except KafkaError as exc:
+            log.warning("bootstrap write failed: %s", exc)
+        if self._fencer is None or self._fencer.done():
+            self._fencer = asyncio.create_task(self._fence_expired_loop(), name="controller-fencer")
+
+    async def _fence_expired_loop(self) -> None:
+        """broker.session.timeout.ms: a broker that stopped heartbeating is fenced and loses leadership."""
+        while self.is_active:
+            await asyncio.sleep(min(0.5, self._session_timeout_s / 4))
+            try:
+                await self.fence_expired_brokers()
+            except KafkaError as exc:
+                log.debug("fencing pass failed: %s", exc)
+            except Exception:
+                log.exception("fencing pass failed")
+
+    async def fence_expired_brokers(self) -> list[int]:
+        async with self._lock:
+            if not self.is_active:
+                return []
+            now = time.monotonic()
+            expired = [b.broker_id for b in self.image.brokers.values() if not b.fenced
+                       and now - self._last_heartbeat.setdefault(b.broker_id, now) > self._session_timeout_s]
+            records: list[mr.MetadataRecord] = []
+            for bid in expired:
+                log.info("[QuorumController id=%d] fencing broker %d: no heartbeat within broker.session.timeout.ms",
+                         self.node_id, bid)
+                records.append(mr.BrokerRegistrationChangeRecord(bid, self.image.brokers[bid].epoch, fenced=True))
+                records.extend(self._move_leadership_off(bid))
+            if records:
+                await self._write(records)
+            return expired
+
+    def _move_leadership_off(self, broker_id: int) -> list[mr.MetadataRecord]:
+        """Elect another usable ISR member where the broker leads; shrink it out of larger ISRs."""
+        out: list[mr.MetadataRecord] = []
+        for t in self.image.topics_by_id.values():
+            for pid, p in t.partitions.items():
+                if broker_id not in p.isr and p.leader != broker_id:
+                    continue
+                rest = tuple(r for r in p.isr if r != broker_id)
+                live = [r for r in rest if self._is_usable(r)]
+                if p.leader == broker_id:
+                    if live:
+                        out.append(mr.PartitionChangeRecord(pid, t.topic_id, isr=rest, leader=live[0]))
+                    else:  # last replica in the ISR: keep it there, the partition goes offline
+                        out.append(mr.PartitionChangeRecord(pid, t.topic_id, leader=-1))
+                elif rest:
+                    out.append(mr.PartitionChangeRecord(pid, t.topic_id, isr=rest))
+        return out
 
     @property
     def is_active(self) -> bool:
-        return self.raft.leader_and_epoch.leader_id == self.node_id
+        return self.raft.leader_and_epoch.leader_id == self.node_id and bool(getattr(self.raft, "leader_ready", True))
 
     def _check_active(self) -> None:
         if not self.is_active:
@@ -125,8 +194,10 @@ class QuorumController:
 
     async def bootstrap(self, records: list[mr.MetadataRecord]) -> None:
         """Write the bootstrap records (metadata.version first) into an empty log."""
-        if self.image.is_empty() and self.raft.high_watermark == 0:
-            await self._write(records)
+        async with self._lock:
+            if METADATA_VERSION not in self.image.features and self.is_active:
+                log.info("[QuorumController id=%d] writing the bootstrap records to the empty metadata log", self.node_id)
+                await self._write(records)
 
     # --- topics ------------------------------------------------------------------------
     async def create_topics(self, specs: list[CreateTopicSpec], *, validate_only: bool = False) -> list[CreateTopicResult]:
@@ -381,7 +452,7 @@ class QuorumController:
             if b is None or b.epoch != broker_epoch:
                 raise KafkaError(ErrorCode.stale_broker_epoch, f"Broker {broker_id} epoch {broker_epoch} is not current")
             self._last_heartbeat[broker_id] = time.monotonic()
-            caught_up = current_metadata_offset >= self._registration_offsets.get(broker_id, 0)
+            caught_up = current_metadata_offset >= self._registration_offsets.get(broker_id, b.epoch)
             records: list[mr.MetadataRecord] = []
             if want_shutdown:
                 records.extend(await self._controlled_shutdown_records(broker_id))
@@ -439,3 +510,47 @@ class QuorumController:
             start = self.image.next_producer_id
             await self._write([mr.ProducerIdsRecord(broker_id, broker_epoch, start + PRODUCER_ID_BLOCK_SIZE)])
             return start, PRODUCER_ID_BLOCK_SIZE
+
+    async def unregister_broker(self, broker_id: int) -> None:
+        async with self._lock:
+            self._check_active()
+            b = self.image.brokers.get(broker_id)
+            if b is None:
+                raise KafkaError(ErrorCode.broker_id_not_registered, f"Broker {broker_id} is not registered")
+            records: list[mr.MetadataRecord] = [*self._move_leadership_off(broker_id),
+                                                mr.UnregisterBrokerRecord(broker_id, b.epoch)]
+            await self._write(records)
+            self._last_heartbeat.pop(broker_id, None)
+
+    async def assign_replicas_to_dirs(self, broker_id: int, broker_epoch: int,
+                                      assignments: list[tuple[str, str, int]]) -> dict[tuple[str, int], ErrorCode]:
+        """AssignReplicasToDirs: record which log dir (directory id) holds each replica (JBOD)."""
+        async with self._lock:
+            self._check_active()
+            b = self.image.brokers.get(broker_id)
+            if b is None or b.epoch != broker_epoch:
+                raise KafkaError(ErrorCode.stale_broker_epoch, f"Broker {broker_id} epoch {broker_epoch} is not current")
+            out: dict[tuple[str, int], ErrorCode] = {}
+            records: list[mr.MetadataRecord] = []
+            for dir_id, topic_id, pid in assignments:
+                t = self.image.topics_by_id.get(topic_id)
+                p = t.partitions.get(pid) if t is not None else None
+                if p is None:
+                    out[(topic_id, pid)] = ErrorCode.unknown_topic_or_partition
+                    continue
+                if broker_id not in p.replicas:
+                    out[(topic_id, pid)] = ErrorCode.not_leader_or_follower
+                    continue
+                dirs = list(p.directories) if len(p.directories) == len(p.replicas) else [""] * len(p.replicas)
+                dirs[p.replicas.index(broker_id)] = dir_id
+                if tuple(dirs) != p.directories:
+                    records.append(mr.PartitionChangeRecord(pid, topic_id, directories=tuple(dirs)))
+                out[(topic_id, pid)] = ErrorCode.none
+            if records:
+                await self._write(records)
+            return out
+
+    async def close(self) -> None:
+        for t in [self._fencer, *self._background]:
+            if t is not None:
+                t.cancel()

@@ -50,6 +50,9 @@ class MetadataLoader:
         self.leader = leader
 
     def handle_commit(self, batch: CommittedBatch) -> None:
+        if batch.is_snapshot:
+            self._load_snapshot(batch)
+            return
         delta = MetadataDelta(self.image)
         pending: list[mr.MetadataRecord] = []
         for rec in batch.records:
@@ -79,3 +82,29 @@ class MetadataLoader:
                 p.on_metadata_update(delta, self.image)
             except Exception:
                 log.exception("metadata publisher %s failed at offset %d", p.name, batch.last_offset)
+
+    def _load_snapshot(self, batch: CommittedBatch) -> None:
+        """A snapshot is a whole image: rebuild from it, then tell publishers what changed."""
+        self._txn_records = None
+        fresh = MetadataDelta(MetadataImage())
+        fresh.replay_all(batch.records)
+        fresh.finish_snapshot()
+        new_image = fresh.apply(Provenance(batch.last_offset, batch.epoch, batch.append_time_ms))
+        old = self.image
+        self.image = new_image
+        if not self.publishers:
+            return
+        delta = MetadataDelta(old)
+        for tid, topic in old.topics_by_id.items():
+            if tid not in new_image.topics_by_id:
+                delta.replay(mr.RemoveTopicRecord(tid))
+        for bid, b in old.brokers.items():
+            if bid not in new_image.brokers:
+                delta.replay(mr.UnregisterBrokerRecord(bid, b.epoch))
+        delta.replay_all(new_image.to_records())
+        delta.finish_snapshot()
+        for p in self.publishers:
+            try:
+                p.on_metadata_update(delta, self.image)
+            except Exception:
+                log.exception("metadata publisher %s failed loading a snapshot", p.name)

@@ -39,3 +39,26 @@ def supported_apis() -> dict[int, tuple[int, int]]:
 def is_supported(api_key: int, api_version: int) -> bool:
     rng = BROKER_APIS.get(api_key) or EXTRA_APIS.get(api_key)
     return rng is not None and rng[0] <= api_version <= rng[1]
+
+# APIs answered only on the controller listener (KRaft quorum and controller RPCs).
+CONTROLLER_APIS: dict[int, tuple[int, int]] = {
+    1: (17, 17),  # Fetch (raft fetch of __cluster_metadata)
+    18: (0, 4),  # ApiVersions
+    19: (2, 7),  # CreateTopics (forwarded by brokers)
+    20: (1, 6),  # DeleteTopics
+    33: (0, 2),  # AlterConfigs
+    37: (0, 3),  # CreatePartitions
+    44: (0, 1),  # IncrementalAlterConfigs
+    52: (0, 2),  # Vote
+    53: (0, 1),  # BeginQuorumEpoch
+    54: (0, 1),  # EndQuorumEpoch
+    55: (0, 2),  # DescribeQuorum
+    59: (0, 1),  # FetchSnapshot
+    62: (0, 4),  # BrokerRegistration
+    63: (0, 2),  # BrokerHeartbeat
+    64: (0, 0),  # UnregisterBroker
+    67: (0, 0),  # AllocateProducerIds
+    73: (0, 0),  # AssignReplicasToDirs
+    80: (0, 1),  # AddRaftVoter
+    81: (0, 0),  # RemoveRaftVoter
+}

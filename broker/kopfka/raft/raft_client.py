@@ -20,6 +20,7 @@ class CommittedBatch:
     epoch: int
     append_time_ms: int
     records: tuple[MetadataRecord, ...]
+    is_snapshot: bool = False  # the records are a whole image: replace, don't apply on top
 
 
 @dataclass(frozen=True)

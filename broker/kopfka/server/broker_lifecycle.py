@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kopfka.metadata import records as mr
-from kopfka.protocol.errors import KafkaError
+from kopfka.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 
@@ -31,10 +31,15 @@ class BrokerState(enum.Enum):
     SHUTTING_DOWN = 7
 
 
+class RegistrationError(RuntimeError):
+    """The broker could not register within initial.broker.registration.timeout.ms."""
+
+
 class BrokerLifecycleManager:
     def __init__(self, node_id: int, cluster_id: str, controller: Any, *, endpoints: tuple[mr.Endpoint, ...],
                  rack: str | None, log_dirs: tuple[str, ...], metadata_offset: Callable[[], int],
-                 heartbeat_interval_ms: int = 2000, registration_timeout_ms: int = 60000) -> None:
+                 heartbeat_interval_ms: int = 2000, registration_timeout_ms: int = 60000,
+                 ready_to_unfence: bool = True) -> None:
         self.node_id = node_id
         self.cluster_id = cluster_id
         self.controller = controller
@@ -52,6 +57,8 @@ class BrokerLifecycleManager:
         self._shutdown_ok = asyncio.Event()
         self._unfenced = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self.ready_to_unfence = ready_to_unfence
+        self._caught_up = asyncio.Event()
 
     def set_state(self, state: BrokerState) -> None:
         if state != self.state:
@@ -59,8 +66,13 @@ class BrokerLifecycleManager:
             self.state = state
 
     async def start(self) -> None:
+        """Register (STARTING) and start heartbeating; raises RegistrationError after
+        initial.broker.registration.timeout.ms without a successful registration."""
         self.set_state(BrokerState.STARTING)
-        deadline = asyncio.get_running_loop().time() + self.registration_timeout
+        await self._register(asyncio.get_running_loop().time() + self.registration_timeout)
+        self._task = asyncio.create_task(self._heartbeat_loop(), name="broker-lifecycle-heartbeat")
+
+    async def _register(self, deadline: float) -> None:
         while True:
             try:
                 self.broker_epoch = await self.controller.register_broker(
@@ -68,21 +80,31 @@ class BrokerLifecycleManager:
                 break
             except KafkaError as exc:
                 if asyncio.get_running_loop().time() > deadline:
-                    raise RuntimeError(f"Broker {self.node_id} could not register within "
-                                       f"initial.broker.registration.timeout.ms: {exc}") from exc
-                log.warning("Broker registration failed (%s); retrying", exc)
-                await asyncio.sleep(self.heartbeat_interval)
-        log.info("Broker %d registered with epoch %d", self.node_id, self.broker_epoch)
-        self.set_state(BrokerState.RECOVERY)
-        self._task = asyncio.create_task(self._heartbeat_loop(), name="broker-lifecycle-heartbeat")
+                    raise RegistrationError(
+                        f"Shutting down because broker {self.node_id} was unable to register with the controller "
+                        f"quorum within initial.broker.registration.timeout.ms: {exc.message}") from exc
+                log.warning("Broker registration failed (%s); retrying", exc.message)
+                await asyncio.sleep(min(self.heartbeat_interval, 0.5))
+        log.info("Broker %d registered with epoch %d (incarnation %s)", self.node_id, self.broker_epoch,
+                 self.incarnation_id)
+
+    async def wait_caught_up(self) -> None:
+        await self._caught_up.wait()
 
     async def wait_unfenced(self) -> None:
         await self._unfenced.wait()
 
+    def set_ready_to_unfence(self) -> None:
+        """Local state is loaded: stop asking to stay fenced (wantFence=false)."""
+        self.ready_to_unfence = True
+
     async def _heartbeat_once(self) -> None:
         res = await self.controller.broker_heartbeat(self.node_id, self.broker_epoch, self.metadata_offset(),
-                                                     False, self._want_shutdown)
+                                                     not self.ready_to_unfence, self._want_shutdown)
         self.fenced = res.is_fenced
+        if res.is_caught_up and self.state == BrokerState.STARTING:
+            self.set_state(BrokerState.RECOVERY)
+            self._caught_up.set()
         if not res.is_fenced and self.state == BrokerState.RECOVERY:
             self.set_state(BrokerState.RUNNING)
             self._unfenced.set()
@@ -95,11 +117,19 @@ class BrokerLifecycleManager:
                 await self._heartbeat_once()
             except KafkaError as exc:
                 log.warning("Broker heartbeat failed: %s", exc)
+                if exc.code in (ErrorCode.stale_broker_epoch, ErrorCode.broker_id_not_registered) \
+                        and not self._want_shutdown:
+                    log.info("Broker %d re-registering with the controller", self.node_id)
+                    try:
+                        await self._register(asyncio.get_running_loop().time() + self.registration_timeout)
+                    except RegistrationError:
+                        log.exception("re-registration failed")
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("Broker heartbeat failed unexpectedly")
-            delay = 0.05 if (self.state == BrokerState.RECOVERY or self._want_shutdown) else self.heartbeat_interval
+            delay = (0.05 if self.state in (BrokerState.STARTING, BrokerState.RECOVERY) or self._want_shutdown
+                     else self.heartbeat_interval)
             await asyncio.sleep(delay)
 
     async def controlled_shutdown(self, timeout_s: float = 30.0) -> None:

@@ -7,8 +7,10 @@ separate controller and broker processes build on the same parts.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
+from typing import Any
 
 from kopfka.config.server_config import KafkaConfig
 from kopfka.controller.quorum_controller import QuorumController
@@ -44,12 +46,17 @@ class KafkaServer:
         self.network: KafkaNetworkServer | None = None
         self.health: HealthServer | None = None
         self.raft: LocalRaftClient | None = None
+        self.kraft: Any = None  # KRaftNode parts when running on the multi-node quorum
+        self.loader: MetadataLoader | None = None
+        self.local_controller: QuorumController | None = None
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
         self.scheduler = KafkaScheduler()
 
     @property
     def state(self) -> str:
+        if self.lifecycle is None and self.kraft is not None:
+            return BrokerState.RUNNING.name if self.kraft.controller_ready() else BrokerState.STARTING.name
         return self.lifecycle.state.name if self.lifecycle else BrokerState.NOT_RUNNING.name
 
     def _check_formatted(self) -> str:
@@ -60,36 +67,50 @@ class KafkaServer:
             raise StartupError(str(exc)) from exc
         return next(iter(metas.values())).cluster_id
 
+    def _single_local_voter(self) -> bool:
+        """The embedded default: combined node, static quorum of itself → the in-process quorum."""
+        voters = self.config["controller.quorum.voters"]
+        return (self.config.roles == {"broker", "controller"} and bool(voters)
+                and [v.split("@")[0] for v in voters] == [str(self.node_id)])
+
     async def start(self) -> None:
         cfg = self.config
-        if cfg.roles != {"broker", "controller"}:
-            raise StartupError("process.roles other than 'broker,controller' need the KRaft quorum "
-                               "(multi-node mode), which this build does not provide yet")
-        voters = cfg["controller.quorum.voters"]
-        if voters and [v.split("@")[0] for v in voters] != [str(self.node_id)]:
-            raise StartupError("controller.quorum.voters lists other nodes: multi-voter quorums are not available yet")
         cluster_id = self._check_formatted()
         http = cfg["kopfka.http.listener"]
         if http:
             host, _, port = http.rpartition(":")
-            self.health = HealthServer(lambda: self.state, lambda: self.state == BrokerState.RUNNING.name)
+            self.health = HealthServer(lambda: self.state, self._ready)
             await self.health.start(host or "0.0.0.0", int(port))
+        if self._single_local_voter():
+            await self._start_local(cluster_id)
+        else:
+            from kopfka.server.kraft_node import start_kraft_node
+            await start_kraft_node(self, cluster_id)
 
+    def _ready(self) -> bool:
+        if self.lifecycle is None and self.kraft is not None:
+            return self.kraft.controller_ready()
+        return self.state == BrokerState.RUNNING.name
+
+    async def _start_local(self, cluster_id: str) -> None:
+        cfg = self.config
         loader = MetadataLoader("broker")
         self.scheduler.bind(asyncio.get_running_loop())
-        self.log_manager = LogManager(cfg.log_dirs, make_config_for(cfg, loader), scheduler=self.scheduler)
+        self.log_manager = LogManager(cfg.log_dirs, make_config_for(cfg, loader), scheduler=self.scheduler,
+                                      server_config=cfg.values)
         self.log_manager.lock_dirs()
         await asyncio.to_thread(self.log_manager.load_logs)
+        self.log_manager.startup()
 
         self.raft = LocalRaftClient(self.node_id, cfg.metadata_log_dir, segment_bytes=int(cfg["metadata.log.segment.bytes"]))
         controller = QuorumController(self.raft, node_id=self.node_id, cluster_id=cluster_id, static_config=cfg.values)
+        self.local_controller = controller
         self.raft.register(loader)
         self.raft.replay_committed()
         boot = bootstrap.read_bootstrap(cfg.metadata_log_dir) or bootstrap.bootstrap_records()
         await controller.bootstrap(boot)
 
         self.replica_manager = ReplicaManager(self.node_id, self.log_manager)
-        loader.install_publishers([self.replica_manager])
 
         services = BrokerServices(
             config=cfg, node_id=self.node_id, cluster_id=cluster_id, metadata=loader, controller=controller,
@@ -106,6 +127,7 @@ class KafkaServer:
             heartbeat_interval_ms=int(cfg["broker.heartbeat.interval.ms"]),
             registration_timeout_ms=int(cfg["initial.broker.registration.timeout.ms"]))
         services.lifecycle = self.lifecycle
+        self._install_publishers(loader, services)
         self.log_manager.broker_epoch = -1
         await self.lifecycle.start()
         await self.lifecycle.wait_unfenced()
@@ -115,6 +137,17 @@ class KafkaServer:
         for lst in cfg.broker_listeners:
             await self.network.start_listener(lst.name, lst.host, lst.port)
         log.info("[KafkaServer id=%d] started (cluster id %s)", self.node_id, cluster_id)
+
+    def _install_publishers(self, loader: MetadataLoader, services: BrokerServices) -> None:
+        """The broker's metadata publishers, in order; both startup paths install them here,
+        once the loader holds the caught-up image."""
+        assert self.replica_manager is not None
+        self.loader = loader
+        loader.install_publishers([self.replica_manager])
+        from kopfka.coordinator.group import GroupCoordinator  # consumer groups + offsets (after the replicas)
+
+        services.group_coordinator = GroupCoordinator(services)
+        loader.install_publishers([services.group_coordinator])
 
     async def shutdown(self) -> None:
         log.info("[KafkaServer id=%d] shutting down", self.node_id)
@@ -129,6 +162,10 @@ class KafkaServer:
         await asyncio.to_thread(self.scheduler.shutdown)
         if self.log_manager is not None:
             await asyncio.to_thread(self.log_manager.shutdown)
+        if self.local_controller is not None:
+            await self.local_controller.close()
+        if self.kraft is not None:
+            await self.kraft.close()
         if self.raft is not None:
             self.raft.close()
         if self.health is not None:
@@ -142,7 +179,17 @@ class KafkaServer:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stopped.set)
         try:
-            await self.start()
-            await self._stopped.wait()
+            starting = asyncio.create_task(self.start(), name="kafka-server-start")
+            stopping = asyncio.create_task(self._stopped.wait())
+            await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if starting.done():
+                stopping.cancel()
+                starting.result()  # StartupError propagates to `kopfka serve` (exit 1)
+                await self._stopped.wait()
+            else:
+                log.info("[KafkaServer id=%d] signalled while starting up", self.node_id)
+                starting.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await starting
         finally:
             await self.shutdown()

@@ -1,0 +1,298 @@
+"""The controller listener: KRaft quorum RPCs, broker lifecycle RPCs and forwarded admin requests.
+
+It is a second network server with its own handler table (`CONTROLLER_APIS`): a Fetch here is
+the raft fetch of `__cluster_metadata`, never a client fetch. Brokers forward CreateTopics,
+DeleteTopics, CreatePartitions, AlterConfigs and IncrementalAlterConfigs as plain requests (no
+Envelope: there is no principal to carry yet) to the active controller; a follower answers
+NOT_CONTROLLER and the broker retries against the new leader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.serial import entity_reader
+
+from kopfka import uuids
+from kopfka.controller.quorum_controller import CreateTopicSpec, QuorumController
+from kopfka.metadata import records as mr
+from kopfka.protocol.api_versions import API_VERSIONS_KEY, CONTROLLER_APIS
+from kopfka.protocol.entity_builder import build
+from kopfka.protocol.errors import ErrorCode, KafkaError
+from kopfka.protocol.framing import encode_response, peek_header
+from kopfka.raft.kafka_raft import KafkaRaftClient
+from kopfka.server.network import Connection, KafkaNetworkServer
+
+log = logging.getLogger(__name__)
+
+SECURITY_PROTOCOLS = {0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "SASL_SSL"}
+SECURITY_PROTOCOL_IDS = {v: k for k, v in SECURITY_PROTOCOLS.items()}
+
+
+@dataclass
+class ControllerServices:
+    node_id: int
+    cluster_id: str
+    raft: KafkaRaftClient
+    controller: QuorumController
+    quota_manager: Any = None  # the network layer's connection quotas do not apply here
+
+
+ControllerHandler = Callable[[ControllerServices, int, Any], Awaitable[dict[str, Any]]]
+CONTROLLER_HANDLERS: dict[int, ControllerHandler] = {}
+
+
+def controller_api(key: int) -> Callable[[ControllerHandler], ControllerHandler]:
+    def reg(fn: ControllerHandler) -> ControllerHandler:
+        CONTROLLER_HANDLERS[key] = fn
+        return fn
+    return reg
+
+
+class ControllerConnection(Connection):
+    async def process(self, frame: bytes | bytearray) -> bool:  # type: ignore[override]
+        frame = bytes(frame)
+        api_key, version, corr = peek_header(frame)
+        rng = CONTROLLER_APIS.get(api_key)
+        if rng is None or not rng[0] <= version <= rng[1]:
+            if api_key == API_VERSIONS_KEY:
+                body = build(load_response_schema(API_VERSIONS_KEY, 0), _api_versions(ErrorCode.unsupported_version))
+                self.write(encode_response(API_VERSIONS_KEY, 0, corr, body))
+                await self.drain()
+                return True
+            log.warning("Closing controller connection from %s: unsupported request %s v%s", self.peer, api_key, version)
+            return False
+        schema = load_request_schema(api_key, version)
+        header_cls = RequestHeaderV2 if schema.__flexible__ else RequestHeaderV1
+        _, hsize = entity_reader(header_cls)(frame, 0)
+        req, _ = entity_reader(schema)(frame, hsize)
+        handler = CONTROLLER_HANDLERS[api_key]
+        result = await handler(self.server.services, version, req)
+        self.write(encode_response(api_key, version, corr, build(load_response_schema(api_key, version), result)))
+        await self.drain()
+        return True
+
+
+class ControllerNetworkServer(KafkaNetworkServer):
+    """KafkaNetworkServer whose connections dispatch to the controller handler table."""
+
+    async def start_listener(self, name: str, host: str, port: int) -> tuple[str, int]:
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(lambda: ControllerConnection(self, name), host or "0.0.0.0", port,
+                                          reuse_address=True)
+        self.servers.append(server)
+        sock = server.sockets[0].getsockname()
+        self.bound[name] = (sock[0], sock[1])
+        log.info("Controller listener %s on %s:%d", name, sock[0], sock[1])
+        return sock[0], sock[1]
+
+
+def _api_versions(error: ErrorCode = ErrorCode.none) -> dict[str, Any]:
+    return {"error_code": error, "throttle_time": 0, "api_keys": [
+        {"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(CONTROLLER_APIS.items())],
+        "supported_features": [{"name": "metadata.version", "min_version": 7, "max_version": 30},
+                               {"name": "kraft.version", "min_version": 0, "max_version": 1}],
+        "finalized_features_epoch": -1, "finalized_features": [], "zk_migration_ready": False}
+
+
+@controller_api(18)
+async def _h_api_versions(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
+    return _api_versions()
+
+
+# --- quorum RPCs ------------------------------------------------------------------------------
+@controller_api(52)
+async def _h_vote(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
+    return svc.raft.handle_vote(req)
+
+
+@controller_api(53)
+async def _h_begin(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
+    return svc.raft.handle_begin_quorum_epoch(req)
+
+
+@controller_api(54)
+async def _h_end(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
+    return svc.raft.handle_end_quorum_epoch(req)
+
+
+@controller_api(1)
+async def _h_fetch(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
+    return await svc.raft.handle_fetch(req)
+
+
+@controller_api(59)
+async def _h_fetch_snapshot(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
+    return svc.raft.handle_fetch_snapshot(req)
+
+
+@controller_api(55)
+async def _h_describe_quorum(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
+    return svc.raft.handle_describe_quorum(req)
+
+
+@controller_api(80)
+async def _h_add_voter(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
+    if req.cluster_id is not None and req.cluster_id != svc.cluster_id:
+        return {"throttle_time": 0, "error_code": ErrorCode.inconsistent_cluster_id, "error_message": None}
+    lst = next((x for x in req.listeners), None)
+    if lst is None:
+        return {"throttle_time": 0, "error_code": ErrorCode.invalid_request, "error_message": "no listener given"}
+    dir_id = uuids.to_str(req.voter_directory_id) if req.voter_directory_id is not None else ""
+    code, msg = await svc.raft.add_voter(int(req.voter_id), dir_id, lst.host, int(lst.port))
+    return {"throttle_time": 0, "error_code": code, "error_message": msg}
+
+
+@controller_api(81)
+async def _h_remove_voter(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
+    if req.cluster_id is not None and req.cluster_id != svc.cluster_id:
+        return {"throttle_time": 0, "error_code": ErrorCode.inconsistent_cluster_id, "error_message": None}
+    dir_id = uuids.to_str(req.voter_directory_id) if req.voter_directory_id is not None else None
+    code, msg = await svc.raft.remove_voter(int(req.voter_id), dir_id)
+    return {"throttle_time": 0, "error_code": code, "error_message": msg}
+
+
+# --- broker lifecycle RPCs ------------------------------------------------------------------------
+@controller_api(62)
+async def _h_register(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
+    endpoints = tuple(mr.Endpoint(lst.name, lst.host, int(lst.port), SECURITY_PROTOCOLS.get(int(lst.security_protocol), "PLAINTEXT"))
+                      for lst in req.listeners)
+    log_dirs = tuple(uuids.to_str(d) for d in getattr(req, "log_dirs", ()) if d is not None)
+    try:
+        epoch = await svc.controller.register_broker(int(req.broker_id), str(req.incarnation_id), endpoints, req.rack,
+                                                     log_dirs, req.cluster_id)
+        return {"throttle_time": 0, "error_code": ErrorCode.none, "broker_epoch": epoch}
+    except KafkaError as exc:
+        log.info("BrokerRegistration of %d refused: %s", req.broker_id, exc.message)
+        return {"throttle_time": 0, "error_code": exc.code, "broker_epoch": -1}
+
+
+@controller_api(63)
+async def _h_heartbeat(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
+    try:
+        res = await svc.controller.broker_heartbeat(int(req.broker_id), int(req.broker_epoch),
+                                                    int(req.current_metadata_offset), bool(req.want_fence),
+                                                    bool(req.want_shut_down))
+        return {"throttle_time": 0, "error_code": ErrorCode.none, "is_caught_up": res.is_caught_up,
+                "is_fenced": res.is_fenced, "should_shut_down": res.should_shutdown}
+    except KafkaError as exc:
+        return {"throttle_time": 0, "error_code": exc.code, "is_caught_up": False, "is_fenced": True,
+                "should_shut_down": False}
+
+
+@controller_api(64)
+async def _h_unregister(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
+    try:
+        await svc.controller.unregister_broker(int(req.broker_id))
+        return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None}
+    except KafkaError as exc:
+        return {"throttle_time": 0, "error_code": exc.code, "error_message": exc.message}
+
+
+@controller_api(67)
+async def _h_alloc_pids(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
+    try:
+        start, length = await svc.controller.allocate_producer_ids(int(req.broker_id), int(req.broker_epoch))
+        return {"throttle_time": 0, "error_code": ErrorCode.none, "producer_id_start": start, "producer_id_len": length}
+    except KafkaError as exc:
+        return {"throttle_time": 0, "error_code": exc.code, "producer_id_start": -1, "producer_id_len": 0}
+
+
+@controller_api(73)
+async def _h_assign_dirs(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
+    wanted = [(uuids.to_str(d.id_), uuids.to_str(t.topic_id), int(p.partition_index))
+              for d in req.directories for t in d.topics for p in t.partitions]
+    try:
+        res = await svc.controller.assign_replicas_to_dirs(int(req.broker_id), int(req.broker_epoch), wanted)
+    except KafkaError as exc:
+        return {"throttle_time": 0, "error_code": exc.code, "directories": []}
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "directories": [
+        {"id_": d.id_, "topics": [{"topic_id": t.topic_id, "partitions": [
+            {"partition_index": p.partition_index,
+             "error_code": res.get((uuids.to_str(t.topic_id), int(p.partition_index)), ErrorCode.none)}
+            for p in t.partitions]} for t in d.topics]} for d in req.directories]}
+
+
+# --- forwarded admin requests -------------------------------------------------------------------
+@controller_api(19)
+async def _h_create_topics(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
+    specs = [CreateTopicSpec(t.name, t.num_partitions, t.replication_factor,
+                             {a.partition_index: list(a.broker_ids) for a in t.assignments} if t.assignments else None,
+                             {c.name: c.value for c in t.configs}) for t in req.topics]
+    try:
+        results = await svc.controller.create_topics(specs, validate_only=bool(getattr(req, "validate_only", False)))
+    except KafkaError as exc:
+        return {"throttle_time": 0, "topics": [{"name": s.name, "error_code": exc.code, "error_message": exc.message,
+                                                 "num_partitions": -1, "replication_factor": -1} for s in specs]}
+    out = []
+    for r in results:
+        ok = r.error == ErrorCode.none
+        out.append({"name": r.name, "error_code": r.error, "error_message": r.message,
+                    "topic_id": uuids.from_str(r.topic_id) if ok and r.topic_id else uuids.ZERO_UUID,
+                    "num_partitions": r.num_partitions if ok else -1,
+                    "replication_factor": r.replication_factor if ok else -1,
+                    "configs": [{"name": k, "value": val, "read_only": False, "config_source": 1, "is_sensitive": False}
+                                for k, val in r.configs.items()] if ok else None})
+    return {"throttle_time": 0, "topics": out}
+
+
+@controller_api(20)
+async def _h_delete_topics(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
+    names = [t.name for t in req.topics if t.name is not None]
+    ids = [uuids.to_str(t.topic_id) for t in req.topics if t.name is None and t.topic_id is not None]
+    try:
+        results = await svc.controller.delete_topics(names, ids)
+    except KafkaError as exc:
+        return {"throttle_time": 0, "responses": [{"name": n, "topic_id": uuids.ZERO_UUID, "error_code": exc.code,
+                                                    "error_message": exc.message} for n in names]}
+    return {"throttle_time": 0, "responses": [
+        {"name": r.name or None, "topic_id": uuids.from_str(r.topic_id) if r.topic_id else uuids.ZERO_UUID,
+         "error_code": r.error, "error_message": r.message} for r in results]}
+
+
+@controller_api(37)
+async def _h_create_partitions(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
+    reqs = [(t.name, t.count, [list(a.broker_ids) for a in t.assignments] if t.assignments is not None else None)
+            for t in req.topics]
+    try:
+        results = await svc.controller.create_partitions(reqs, validate_only=req.validate_only)
+    except KafkaError as exc:
+        return {"throttle_time": 0, "results": [{"name": t[0], "error_code": exc.code, "error_message": exc.message}
+                                                 for t in reqs]}
+    return {"throttle_time": 0, "results": [{"name": r.name, "error_code": r.error, "error_message": r.message}
+                                             for r in results]}
+
+
+def _config_results(results: list[Any]) -> list[dict[str, Any]]:
+    return [{"error_code": r.error, "error_message": r.message, "resource_type": r.resource_type,
+             "resource_name": r.name} for r in results]
+
+
+@controller_api(44)
+async def _h_incremental_alter(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
+    resources = [(int(r.resource_type), r.resource_name, [(c.name, int(c.config_operation), c.value) for c in r.configs])
+                 for r in req.resources]
+    try:
+        results = await svc.controller.incremental_alter_configs(resources, validate_only=req.validate_only)
+    except KafkaError as exc:
+        return {"throttle_time": 0, "responses": [{"error_code": exc.code, "error_message": exc.message,
+                                                    "resource_type": r[0], "resource_name": r[1]} for r in resources]}
+    return {"throttle_time": 0, "responses": _config_results(results)}
+
+
+@controller_api(33)
+async def _h_alter(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
+    resources = [(int(r.resource_type), r.resource_name, {c.name: c.value for c in r.configs}) for r in req.resources]
+    try:
+        results = await svc.controller.alter_configs(resources, validate_only=req.validate_only)
+    except KafkaError as exc:
+        return {"throttle_time": 0, "responses": [{"error_code": exc.code, "error_message": exc.message,
+                                                    "resource_type": r[0], "resource_name": r[1]} for r in resources]}
+    return {"throttle_time": 0, "responses": _config_results(results)}

@@ -1,0 +1,197 @@
+"""RemoteController: the QuorumController's async surface, served by the active controller over RPC.
+
+Request handlers and the BrokerLifecycleManager call `services.controller.x(...)` whether the
+controller is in-process (single-voter combined mode) or elsewhere. This is the elsewhere case
+(Kafka's NodeToControllerChannelManager): the active controller is the raft leader this node
+learned from its metadata fetches; NOT_CONTROLLER, a dropped connection or an unknown leader are
+retried against the (possibly new) leader until the request timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from kopfka import uuids
+from kopfka.controller.quorum_controller import CreateTopicResult, CreateTopicSpec, HeartbeatResult, ResultEntry
+from kopfka.metadata import records as mr
+from kopfka.metadata.image import MetadataImage
+from kopfka.protocol.errors import ErrorCode, KafkaError
+from kopfka.raft.kafka_raft import KafkaRaftClient, RaftPeers
+
+log = logging.getLogger(__name__)
+
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+RETRIABLE = {ErrorCode.not_controller, ErrorCode.request_timed_out}
+
+
+def _errors_in(resp: Any) -> Iterable[ErrorCode]:
+    code = getattr(resp, "error_code", None)
+    if code is not None:
+        yield code
+    for attr in ("topics", "responses", "results"):
+        for item in getattr(resp, attr, None) or ():
+            c = getattr(item, "error_code", None)
+            if c is not None:
+                yield c
+
+
+class RemoteController:
+    def __init__(self, raft: KafkaRaftClient, *, node_id: int, cluster_id: str,
+                 image: Callable[[], MetadataImage] | None = None, timeout_s: float = 30.0,
+                 retry_backoff_s: float = 0.05) -> None:
+        self.raft = raft
+        self.node_id = node_id
+        self.cluster_id = cluster_id
+        self.image = image
+        self.timeout = timeout_s
+        self.backoff = retry_backoff_s
+        self.peers = RaftPeers(request_timeout_s=max(2.0, timeout_s / 3))
+
+    async def _call(self, api_key: int, version: int, body: dict[str, Any], *, timeout: float | None = None) -> Any:
+        deadline = time.monotonic() + (timeout or self.timeout)
+        last: str = "no active controller known"
+        while True:
+            ep = self.raft.leader_endpoint() if self.raft.leader_id >= 0 else None
+            if ep is not None:
+                try:
+                    resp = await self.peers.request(ep[0], ep[1], api_key, version, body, purpose="controller",
+                                                    timeout=max(0.5, deadline - time.monotonic()))
+                    codes = set(_errors_in(resp))
+                    if not codes & RETRIABLE:
+                        return resp
+                    last = f"controller {self.raft.leader_id} answered {', '.join(c.name for c in codes & RETRIABLE)}"
+                except ConnectionError as exc:
+                    last = f"cannot reach controller {self.raft.leader_id}: {exc}"
+            if time.monotonic() >= deadline:
+                raise KafkaError(ErrorCode.request_timed_out, f"controller request {api_key} timed out: {last}")
+            await asyncio.sleep(self.backoff)
+
+    async def _await_image(self, cond: Callable[[MetadataImage], bool], timeout: float = 3.0) -> None:
+        """Let the broker's own image reach a change it just made (read-your-writes for clients)."""
+        if self.image is None:
+            return
+        deadline = time.monotonic() + timeout
+        while not cond(self.image()) and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+
+    async def close(self) -> None:
+        await self.peers.close()
+
+    # --- admin requests (forwarded) --------------------------------------------------------------
+    async def create_topics(self, specs: list[CreateTopicSpec], *, validate_only: bool = False) -> list[CreateTopicResult]:
+        body = {"timeout": int(self.timeout * 1000), "validate_only": validate_only, "topics": [
+            {"name": s.name, "num_partitions": s.num_partitions, "replication_factor": s.replication_factor,
+             "assignments": [{"partition_index": p, "broker_ids": b} for p, b in (s.assignments or {}).items()],
+             "configs": [{"name": k, "value": v} for k, v in s.configs.items()]} for s in specs]}
+        resp = await self._call(19, 7, body)
+        out = []
+        for t in resp.topics:
+            ok = t.error_code == ErrorCode.none
+            out.append(CreateTopicResult(t.name, t.error_code, t.error_message,
+                                         uuids.to_str(t.topic_id) if ok and t.topic_id else None,
+                                         t.num_partitions, t.replication_factor,
+                                         {c.name: c.value for c in (t.configs or ())}))
+        created = {r.name for r in out if r.error == ErrorCode.none}
+        if created and not validate_only:
+            await self._await_image(lambda img: created <= set(img.topics_by_name))
+        return out
+
+    async def delete_topics(self, names: Iterable[str | None], ids: Iterable[str | None] = ()) -> list[ResultEntry]:
+        topics = [{"name": n, "topic_id": uuids.ZERO_UUID} for n in names if n is not None]
+        topics += [{"name": None, "topic_id": uuids.from_str(t)} for t in ids if t is not None]
+        resp = await self._call(20, 6, {"timeout": int(self.timeout * 1000), "topics": topics})
+        out = [ResultEntry(r.name or "", r.error_code, r.error_message,
+                           uuids.to_str(r.topic_id) if r.topic_id and r.topic_id.int else None) for r in resp.responses]
+        gone = {r.topic_id for r in out if r.error == ErrorCode.none and r.topic_id}
+        if gone:
+            await self._await_image(lambda img: not gone & set(img.topics_by_id))
+        return out
+
+    async def create_partitions(self, requests: list[tuple[str, int, list[list[int]] | None]], *,
+                                validate_only: bool = False) -> list[ResultEntry]:
+        body = {"timeout": int(self.timeout * 1000), "validate_only": validate_only, "topics": [
+            {"name": n, "count": c, "assignments": None if a is None else [{"broker_ids": b} for b in a]}
+            for n, c, a in requests]}
+        resp = await self._call(37, 3, body)
+        return [ResultEntry(r.name, r.error_code, r.error_message) for r in resp.results]
+
+    async def incremental_alter_configs(self, resources: list[tuple[int, str, list[tuple[str, int, str | None]]]], *,
+                                        validate_only: bool = False) -> list[ResultEntry]:
+        body = {"validate_only": validate_only, "resources": [
+            {"resource_type": t, "resource_name": n,
+             "configs": [{"name": k, "config_operation": op, "value": v} for k, op, v in ops]} for t, n, ops in resources]}
+        resp = await self._call(44, 1, body)
+        return [ResultEntry(r.resource_name, r.error_code, r.error_message, resource_type=r.resource_type)
+                for r in resp.responses]
+
+    async def alter_configs(self, resources: list[tuple[int, str, dict[str, str | None]]], *,
+                            validate_only: bool = False) -> list[ResultEntry]:
+        body = {"validate_only": validate_only, "resources": [
+            {"resource_type": t, "resource_name": n, "configs": [{"name": k, "value": v} for k, v in vals.items()]}
+            for t, n, vals in resources]}
+        resp = await self._call(33, 2, body)
+        return [ResultEntry(r.resource_name, r.error_code, r.error_message, resource_type=r.resource_type)
+                for r in resp.responses]
+
+    # --- lifecycle RPCs -----------------------------------------------------------------------------
+    async def register_broker(self, broker_id: int, incarnation_id: str, endpoints: tuple[mr.Endpoint, ...],
+                              rack: str | None, log_dirs: tuple[str, ...], cluster_id: str) -> int:
+        body = {"broker_id": broker_id, "cluster_id": cluster_id, "incarnation_id": uuid.UUID(incarnation_id),
+                "listeners": [{"name": e.name, "host": e.host, "port": e.port,
+                               "security_protocol": SECURITY_PROTOCOL_IDS.get(e.security_protocol, 0)} for e in endpoints],
+                "features": [{"name": "metadata.version", "min_supported_version": 7, "max_supported_version": 30},
+                             {"name": "kraft.version", "min_supported_version": 0, "max_supported_version": 1}],
+                "rack": rack, "is_migrating_zk_broker": False,
+                "log_dirs": [uuids.from_str(d) for d in log_dirs if d], "previous_broker_epoch": -1}
+        resp = await self._call(62, 4, body, timeout=5.0)
+        if resp.error_code != ErrorCode.none:
+            raise KafkaError(resp.error_code, _registration_message(resp.error_code, broker_id))
+        return int(resp.broker_epoch)
+
+    async def broker_heartbeat(self, broker_id: int, broker_epoch: int, current_metadata_offset: int,
+                               want_fence: bool, want_shutdown: bool) -> HeartbeatResult:
+        body = {"broker_id": broker_id, "broker_epoch": broker_epoch, "current_metadata_offset": current_metadata_offset,
+                "want_fence": want_fence, "want_shut_down": want_shutdown, "offline_log_dirs": []}
+        resp = await self._call(63, 1, body, timeout=5.0)
+        if resp.error_code != ErrorCode.none:
+            raise KafkaError(resp.error_code, f"heartbeat refused: {resp.error_code.name}")
+        return HeartbeatResult(bool(resp.is_caught_up), bool(resp.is_fenced), bool(resp.should_shut_down))
+
+    async def unregister_broker(self, broker_id: int) -> None:
+        resp = await self._call(64, 0, {"broker_id": broker_id})
+        if resp.error_code != ErrorCode.none:
+            raise KafkaError(resp.error_code, resp.error_message or resp.error_code.name)
+
+    async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
+        resp = await self._call(67, 0, {"broker_id": broker_id, "broker_epoch": broker_epoch})
+        if resp.error_code != ErrorCode.none:
+            raise KafkaError(resp.error_code, f"AllocateProducerIds failed: {resp.error_code.name}")
+        return int(resp.producer_id_start), int(resp.producer_id_len)
+
+    async def assign_replicas_to_dirs(self, broker_id: int, broker_epoch: int,
+                                      assignments: list[tuple[str, str, int]]) -> dict[tuple[str, int], ErrorCode]:
+        by_dir: dict[str, dict[str, list[int]]] = {}
+        for d, t, p in assignments:
+            by_dir.setdefault(d, {}).setdefault(t, []).append(p)
+        body = {"broker_id": broker_id, "broker_epoch": broker_epoch, "directories": [
+            {"id_": uuids.from_str(d), "topics": [{"topic_id": uuids.from_str(t), "partitions": [
+                {"partition_index": p} for p in ps]} for t, ps in topics.items()]} for d, topics in by_dir.items()]}
+        resp = await self._call(73, 0, body)
+        if resp.error_code != ErrorCode.none:
+            raise KafkaError(resp.error_code, resp.error_code.name)
+        return {(uuids.to_str(t.topic_id), int(p.partition_index)): p.error_code
+                for d in resp.directories for t in d.topics for p in t.partitions}
+
+
+def _registration_message(code: ErrorCode, broker_id: int) -> str:
+    if code == ErrorCode.duplicate_broker_registration:
+        return (f"duplicate node id: another broker with node.id {broker_id} is registered and still "
+                "heartbeating (give each node its own node.id)")
+    if code == ErrorCode.inconsistent_cluster_id:
+        return "cluster id mismatch: this node's log dirs were formatted for another cluster than the controllers'"
+    return f"registration refused: {code.name}"
