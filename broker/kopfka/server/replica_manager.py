@@ -18,6 +18,7 @@ from kopfka.metadata.image import TOPIC_RESOURCE, MetadataDelta, MetadataImage
 from kopfka.protocol.errors import ErrorCode, KafkaError
 from kopfka.server.partition import Partition
 from kopfka.storage.file_records import FileSlice
+from kopfka.storage.unified_log import UnifiedLog
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,18 @@ class ReplicaManager:
     name: str = "ReplicaManager"
     image: MetadataImage = field(default_factory=MetadataImage)
 
+    def __post_init__(self) -> None:
+        # an intra-broker move (AlterReplicaLogDirs) swaps a partition's log object
+        listeners = getattr(self.log_manager, "log_replaced_listeners", None)
+        if listeners is not None:
+            listeners.append(self._on_log_replaced)
+
+    def _on_log_replaced(self, tp: TopicPartition, new_log: UnifiedLog) -> None:
+        part = self.partitions.get(tp)
+        if part is not None:
+            part.log = new_log
+            part.notify()
+
     # --- metadata publisher ----------------------------------------------------------------
     def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
         self.image = image
@@ -101,7 +114,11 @@ class ReplicaManager:
             return
         part = self.partitions.get(tp)
         if part is None:
-            ulog = self.log_manager.get_or_create_log(tp, topic_id)
+            try:
+                ulog = self.log_manager.get_or_create_log(tp, topic_id)
+            except KafkaError as exc:  # e.g. its log dir is offline
+                log.error("Cannot host %s-%d: %s", topic, pid, exc.message)
+                return
             part = Partition(topic, pid, topic_id, ulog, self.node_id)
             self.partitions[tp] = part
         became_leader = reg.leader == self.node_id and (part.leader_id != self.node_id or part.leader_epoch != reg.leader_epoch)
@@ -128,6 +145,8 @@ class ReplicaManager:
             if topic is not None and tp[1] in topic.partitions:
                 raise KafkaError(ErrorCode.not_leader_or_follower, f"This broker does not host {tp[0]}-{tp[1]}")
             raise KafkaError(ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition.")
+        if part.log.offline:
+            raise KafkaError(ErrorCode.kafka_storage_error, f"The log dir of {tp[0]}-{tp[1]} is offline")
         return part
 
     def get_leader_partition(self, tp: TopicPartition, current_leader_epoch: int = -1) -> Partition:
@@ -161,6 +180,7 @@ class ReplicaManager:
                 results[tp] = ProduceResult(exc.code, -1, -1, -1, exc.message)
             except OSError as exc:
                 log.exception("I/O error appending to %s-%d", *tp)
+                self.log_manager.report_io_error(tp, exc)
                 results[tp] = ProduceResult(ErrorCode.kafka_storage_error, message=str(exc))
         return results
 
@@ -190,8 +210,9 @@ class ReplicaManager:
                 total += data.size
             except KafkaError as exc:
                 data.error = exc.code
-            except OSError:
+            except OSError as exc:
                 log.exception("I/O error reading %s-%d", *req.tp)
+                self.log_manager.report_io_error(req.tp, exc)
                 data.error = ErrorCode.kafka_storage_error
         return out, total
 
