@@ -80,8 +80,6 @@ class SkimpyOffsetMap:
         return (probe % self.slots) * self.BYTES_PER_ENTRY
 
     def put(self, key: bytes, offset: int) -> None:
-        if self.size >= self.slots:
-            raise OverflowError("attempt to add a new entry to a full offset map")
         digest = hashlib.md5(key).digest()
         buf = self._buf
         attempt = 0
@@ -92,11 +90,15 @@ class SkimpyOffsetMap:
             if stored == digest:
                 break
             if not any(stored) and not any(buf[pos + 16 : pos + 24]):
+                if self.size >= self.slots:
+                    raise OverflowError("attempt to add a new entry to a full offset map")
                 self.size += 1
                 buf[pos : pos + self.HASH_SIZE] = digest
                 break
             attempt += 1
             self.probes += 1
+            if attempt > self.slots + 4:
+                raise OverflowError("attempt to add a new entry to a full offset map")
         struct.pack_into(">q", buf, pos + self.HASH_SIZE, offset)
         self.latest_offset = offset
 
@@ -378,7 +380,7 @@ class Cleaner:
             cleaned.flush()
             crash_point("cleaner-after-cleaned-written")
             self.check_done(tp)
-        except BaseException:
+        except Exception:
             cleaned.close()
             cleaned.delete_if_exists()
             raise
@@ -458,8 +460,8 @@ class Cleaner:
         """The batch to write (verbatim, re-encoded or emptied) and its delete horizon."""
         horizon = header.base_timestamp if header.has_delete_horizon else -1
         if header.is_control:
-            # markers are kept (see the report: marker removal needs txn tracking)
-            return batch, horizon
+            # transaction markers are kept (removing them safely needs txn tracking)
+            return batch, -1
         retain_empty = is_last_batch or (
             header.producer_id >= 0 and active_producers.get(header.producer_id) == header.last_offset
         )
@@ -480,7 +482,7 @@ class Cleaner:
                     self.stats.invalid_messages += 1
         stamp = has_tombstone and horizon < 0
         if keep_all and not stamp:
-            return batch, horizon
+            return batch, horizon if has_tombstone else -1
         if not keep:
             return (_empty_batch(header, batch), -1) if retain_empty else None
         records = decode_records(batch, header)
@@ -489,7 +491,7 @@ class Cleaner:
         if stamp:
             horizon = now + delete_retention_ms
             h = replace(header, base_timestamp=horizon, attributes=header.attributes | DELETE_HORIZON_FLAG)
-        return rebuild_batch(batch, h, records=kept), horizon
+        return rebuild_batch(batch, h, records=kept), horizon if has_tombstone else -1
 
     @staticmethod
     def _should_retain(

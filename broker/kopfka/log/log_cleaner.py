@@ -58,8 +58,9 @@ class LogCleaner:
         self.cleaners: list[Cleaner] = []
         self.last_stats: dict[TopicPartition, dict[str, float]] = {}
 
-    def startup(self) -> None:
-        n = self.config.num_threads
+    def startup(self, start_tasks: bool = True) -> None:
+        """Build the cleaners; with start_tasks, start their loops (tests drive them by hand)."""
+        n = max(1, self.config.num_threads)
         per_thread = self.config.dedupe_buffer_size // max(n, 1)
         io_per_thread = self.config.io_buffer_size // max(n, 1) // 2
         for i in range(n):
@@ -75,9 +76,10 @@ class LogCleaner:
             self.cleaners.append(cleaner)
             ex = ThreadPoolExecutor(1, thread_name_prefix=f"kafka-log-cleaner-thread-{i}")
             self._executors.append(ex)
-            self._tasks.append(
-                asyncio.get_running_loop().create_task(self._run(i), name=f"kafka-log-cleaner-thread-{i}")
-            )
+            if start_tasks:
+                self._tasks.append(
+                    asyncio.get_running_loop().create_task(self._run(i), name=f"kafka-log-cleaner-thread-{i}")
+                )
         log.info("Started %d log cleaner task(s)", n)
 
     async def shutdown(self) -> None:
