@@ -6,7 +6,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from kopfka_process import KopfkaProcess
 
 GROUP_OVERRIDES = {

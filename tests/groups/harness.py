@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -133,7 +134,7 @@ def assert_no_double_ownership(workers: Iterable[Worker]) -> int:
     for p, ivs in ownership_intervals(workers).items():
         ivs.sort()
         total += len(ivs)
-        for (s1, e1, w1), (s2, e2, w2) in zip(ivs, ivs[1:], strict=False):
+        for (s1, e1, w1), (s2, _e2, w2) in itertools.pairwise(ivs):
             assert s2 >= e1, f"partition {p} owned by {w1} [{s1:.3f}, {e1:.3f}) and {w2} from {s2:.3f}"
     return total
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from kopfka_process import KopfkaProcess
 
 from groups.harness import (
     Producer,
@@ -24,7 +25,6 @@ from groups.harness import (
     describe,
     wait_for,
 )
-from kopfka_process import KopfkaProcess
 
 PARTITIONS = 6
 
