@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
-from collections.abc import Callable
+from collections import deque
 from typing import Any
 
 from kio.index import load_response_schema
 
 from kopfka.protocol.api_versions import API_VERSIONS_KEY
 from kopfka.protocol.entity_builder import build
-from kopfka.protocol.framing import FrameDecoder, FrameError, decode_request, encode_response
+from kopfka.protocol.framing import FrameError, FrameReceiver, decode_request, encode_response
 from kopfka.quota.throttling import admit_connection, finish_request, release_connection
 from kopfka.server.apis import load_all
 from kopfka.server.apis.api_versions import unsupported_version_response
@@ -46,52 +45,126 @@ class _SendfileSource:
         return 0
 
 
-class Connection:
-    def __init__(self, server: KafkaNetworkServer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 listener_name: str) -> None:
+class Connection(asyncio.BufferedProtocol):
+    """One client connection: frames are received zero-copy, handled strictly in order by a
+    task of their own, and answered in order. Reading pauses while a few requests are queued
+    (Kafka mutes a channel while its request is processed), which gives backpressure."""
+
+    MAX_QUEUED = 4
+
+    def __init__(self, server: KafkaNetworkServer, listener_name: str) -> None:
         self.server = server
-        self.reader = reader
-        self.writer = writer
         self.listener_name = listener_name
-        peer = writer.get_extra_info("peername")
+        self.receiver = FrameReceiver(server.max_request_bytes)
+        self.frames: deque[bytes | memoryview] = deque()
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self.client_host = ""
+        self._wakeup = asyncio.Event()
+        self._can_write = asyncio.Event()
+        self._can_write.set()
+        self._closed = False
+        self._reading_paused = False
+        self._task: asyncio.Task[None] | None = None
+
+    # --- asyncio.BufferedProtocol ---------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.client_host = peer[0] if peer else ""
+        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"conn-{self.peer}")
+        self.server.connections.add(self)
 
-    async def run(self) -> None:
-        decoder = FrameDecoder(self.server.max_request_bytes)
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.receiver.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        try:
+            frames = self.receiver.buffer_updated(nbytes)
+        except FrameError as exc:
+            log.warning("Closing connection from %s on %s: %s", self.peer, self.listener_name, exc)
+            self.close()
+            return
+        if frames:
+            self.frames.extend(frames)
+            self._wakeup.set()
+            if len(self.frames) >= self.MAX_QUEUED and self.transport is not None and not self._reading_paused:
+                self._reading_paused = True
+                self.transport.pause_reading()
+
+    def eof_received(self) -> bool:
+        self._closed = True
+        self._wakeup.set()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        self._wakeup.set()
+        self._can_write.set()
+        self.server.connections.discard(self)
+
+    def pause_writing(self) -> None:
+        self._can_write.clear()
+
+    def resume_writing(self) -> None:
+        self._can_write.set()
+
+    # --- request loop ---------------------------------------------------------------------
+    def write(self, data: bytes) -> None:
+        if self.transport is not None and not self._closed:
+            self.transport.write(data)
+
+    async def drain(self) -> None:
+        await self._can_write.wait()
+        if self._closed:
+            raise ConnectionError("connection closed")
+
+    def close(self) -> None:
+        self._closed = True
+        self._wakeup.set()
+        if self.transport is not None:
+            self.transport.close()
+
+    async def _run(self) -> None:
         if not await admit_connection(self.server.services, self.listener_name, self.client_host):
-            self.writer.close()  # connection quotas: per-IP count or rate exceeded
+            self.close()  # connection quotas: per-IP count or rate exceeded
             return
         try:
             while True:
-                data = await self.reader.read(1 << 20)
-                if not data:
-                    return
-                for frame in decoder.feed(data):
-                    if not await self.process(frame):
+                while not self.frames:
+                    if self._closed:
                         return
+                    self._wakeup.clear()
+                    await self._wakeup.wait()
+                frame = self.frames.popleft()
+                if self._reading_paused and len(self.frames) < self.MAX_QUEUED // 2 and self.transport is not None:
+                    self._reading_paused = False
+                    self.transport.resume_reading()
+                if not await self.process(frame):
+                    return
         except FrameError as exc:
             log.warning("Closing connection from %s on %s: %s", self.peer, self.listener_name, exc)
-        except (ConnectionError, asyncio.IncompleteReadError):
+        except ConnectionError:
             pass
         except asyncio.CancelledError:
             raise
         except Exception:
             log.exception("Unexpected error on connection from %s; closing it", self.peer)
         finally:
-            self.writer.close()
+            self.close()
             release_connection(self.server.services, self.listener_name, self.client_host)
 
-    async def process(self, frame: bytes) -> bool:
+    async def process(self, frame: bytes | memoryview) -> bool:
         """Handle one request; False means close the connection."""
         req = decode_request(frame)
         hdr = req.header
         if req.body is None:
             if hdr.api_key == API_VERSIONS_KEY:
                 schema = load_response_schema(API_VERSIONS_KEY, 0)
-                self.writer.write(encode_response(API_VERSIONS_KEY, 0, hdr.correlation_id,
+                self.write(encode_response(API_VERSIONS_KEY, 0, hdr.correlation_id,
                                                   build(schema, unsupported_version_response())))
-                await self.writer.drain()
+                await self.drain()
                 return True
             log.warning("Closing connection from %s: unsupported request %s v%s (client %s)",
                         self.peer, hdr.api_key, hdr.api_version, hdr.client_id)
@@ -116,8 +189,8 @@ class Connection:
             await self.write_chunks(result.chunks, result.size)
         else:
             schema = load_response_schema(hdr.api_key, hdr.api_version)
-            self.writer.write(encode_response(hdr.api_key, hdr.api_version, hdr.correlation_id, build(schema, result)))
-        await self.writer.drain()
+            self.write(encode_response(hdr.api_key, hdr.api_version, hdr.correlation_id, build(schema, result)))
+        await self.drain()
         if mute_ms:  # throttled: the response is out, the connection's next request waits
             await asyncio.sleep(mute_ms / 1000)
         return True
@@ -125,15 +198,18 @@ class Connection:
     async def write_chunks(self, chunks: list[Any], size: int) -> None:
         file_bytes = size - sum(len(c) for c in chunks if isinstance(c, bytes | bytearray))
         if file_bytes < SENDFILE_THRESHOLD:
-            self.writer.write(b"".join(c if isinstance(c, bytes | bytearray) else c.read() for c in chunks))
+            self.write(b"".join(c if isinstance(c, bytes | bytearray) else c.read() for c in chunks))
             return
         loop = asyncio.get_running_loop()
         for c in chunks:
             if isinstance(c, bytes | bytearray):
-                self.writer.write(c)
+                self.write(c)
             else:
-                await self.writer.drain()
-                await loop.sendfile(self.writer.transport, _SendfileSource(c.fileno()), c.position, c.size)  # type: ignore[arg-type]
+                await self.drain()
+                sent = await loop.sendfile(self.transport, _SendfileSource(c.fileno()), c.position, c.size)  # type: ignore[arg-type]
+                if sent != c.size:
+                    # the segment was truncated under us: a short frame would corrupt the stream
+                    raise ConnectionError(f"sendfile sent {sent} of {c.size} bytes (segment truncated)")
 
 
 class KafkaNetworkServer:
@@ -141,22 +217,12 @@ class KafkaNetworkServer:
         self.services = services
         self.max_request_bytes = max_request_bytes
         self.servers: list[asyncio.Server] = []
-        self.connections: set[asyncio.Task[None]] = set()
+        self.connections: set[Connection] = set()
         self.bound: dict[str, tuple[str, int]] = {}
 
     async def start_listener(self, name: str, host: str, port: int) -> tuple[str, int]:
-        def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            task = asyncio.current_task()
-            if task is not None:
-                self.connections.add(task)
-                task.add_done_callback(self.connections.discard)
-
-        async def client_connected(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            on_connect(reader, writer)
-            await Connection(self, reader, writer, name).run()
-
-        server = await asyncio.start_server(client_connected, host or "0.0.0.0", port, reuse_address=True,
-                                            limit=1 << 20)
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(lambda: Connection(self, name), host or "0.0.0.0", port, reuse_address=True)
         self.servers.append(server)
         sock = server.sockets[0].getsockname()
         self.bound[name] = (sock[0], sock[1])
@@ -169,15 +235,16 @@ class KafkaNetworkServer:
 
     async def close(self) -> None:
         await self.stop_accepting()
-        for t in list(self.connections):
-            t.cancel()
-        if self.connections:
-            await asyncio.gather(*self.connections, return_exceptions=True)
+        tasks = []
+        for conn in list(self.connections):
+            conn.close()
+            if conn._task is not None:
+                conn._task.cancel()
+                tasks.append(conn._task)
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
         for s in self.servers:
             try:
                 await asyncio.wait_for(s.wait_closed(), 2)
             except TimeoutError:
                 pass
-
-
-__all__ = ["Callable", "KafkaNetworkServer", "os"]
