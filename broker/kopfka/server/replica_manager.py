@@ -171,6 +171,11 @@ class ReplicaManager:
                 if records is None or len(records) == 0:
                     raise KafkaError(ErrorCode.invalid_record, "Produce request carries no records")
                 part = self.get_leader_partition(tp)
+                min_isr = int(part.log.config["min.insync.replicas"])
+                if required_acks == -1 and len(part.isr) < min_isr:
+                    raise KafkaError(ErrorCode.not_enough_replicas,
+                                     f"The size of the current ISR {list(part.isr)} is insufficient to satisfy "
+                                     f"the min.isr requirement of {min_isr} for partition {tp[0]}-{tp[1]}")
                 info = part.log.append_as_leader(records, leader_epoch=part.leader_epoch)
                 part.maybe_advance_high_watermark()
                 part.notify()
