@@ -103,10 +103,10 @@ class GroupsClient:
                               {t.topic_name: sorted(t.partitions) for t in m.assignment.topic_partitions})
                        for m in g.members]
             return GroupInfo(group, g.group_state, "consumer", g.assignor_name, coord, members, g.group_epoch)
-        resp = await c.request(15, 5, {"groups": [group], "include_authorized_operations": False})
+        resp = await c.request(15, 6, {"groups": [group], "include_authorized_operations": False})
         d = resp.groups[0]
         if ErrorCode(int(d.error_code)) != ErrorCode.none:
-            raise AdminError(ErrorCode(int(d.error_code)), d.error_message if hasattr(d, "error_message") else None)
+            raise AdminError(ErrorCode(int(d.error_code)), d.error_message)
         members = [Member(m.member_id, m.group_instance_id, m.client_id, m.client_host,
                           parse_assignment(m.member_assignment) or {}) for m in d.members]
         return GroupInfo(group, d.group_state, "classic", d.protocol_data, coord, members)
