@@ -724,10 +724,23 @@ class UnifiedLog:
     def delete_segments(self, segments: list[LogSegment]) -> None:
         """Remove whole old segments (retention): rename to .deleted, unlink later."""
         local = self.local_log
+        snapshots = []
         for s in segments:
             local.segments.remove(s.base_offset)
-            self.producer_state_manager.remove_and_mark_snapshot_for_deletion(s.base_offset)
+            snap = self.producer_state_manager.remove_and_mark_snapshot_for_deletion(s.base_offset)
+            if snap is not None:
+                snapshots.append(snap)
         delete_segment_files(segments, True, local.config.file_delete_delay_ms, local.scheduler)
+
+        def delete_snapshots() -> None:
+            for path in snapshots:
+                path.unlink(missing_ok=True)
+
+        if snapshots:
+            if local.scheduler is not None:
+                local.scheduler("delete-file", local.config.file_delete_delay_ms, delete_snapshots)
+            else:
+                delete_snapshots()
 
     # -- retention (seed 001) -----------------------------------------------------------------
 
