@@ -193,8 +193,10 @@ def run_confluent(a: argparse.Namespace, ev: Events, kip848: bool) -> None:
             if m.error():
                 ev.emit("error", error=str(m.error()))
                 continue
-            ev.emit("rec", p=m.partition(), o=m.offset())
-            pending[m.partition()] = m.offset() + 1
+            part, off = m.partition(), m.offset()
+            assert part is not None and off is not None
+            ev.emit("rec", p=part, o=off)
+            pending[part] = off + 1
         commit()
     ev.own(set())
     c.close()

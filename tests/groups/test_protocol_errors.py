@@ -223,7 +223,7 @@ def test_consumer_offsets_records_are_kafka_format(shared: KopfkaProcess) -> Non
     c.close()
     assert found is not None, "the commit is not in its partition of __consumer_offsets"
     value = found.value()
-    assert value[:2] == b"\x00\x03" and struct.unpack(">q", value[2:10])[0] == 77
+    assert value is not None and value[:2] == b"\x00\x03" and struct.unpack(">q", value[2:10])[0] == 77
 
 
 def test_consumer_group_heartbeat_errors(shared: KopfkaProcess) -> None:

@@ -128,9 +128,9 @@ class GroupsClient:
         _, topics, _ = await admin.metadata(sorted({t for t, _ in partitions}))
         by_leader: dict[tuple[int, str], list[int]] = {}
         for t in topics:
-            for p in t.partitions:
-                if (t.name, p.partition) in partitions:
-                    by_leader.setdefault((p.leader, t.name), []).append(p.partition)
+            for info in t.partitions:
+                if (t.name, info.partition) in partitions:
+                    by_leader.setdefault((info.leader, t.name), []).append(info.partition)
         out = {}
         for (leader, topic), parts in by_leader.items():
             if leader not in brokers:
@@ -157,6 +157,7 @@ def _fmt_assignment(a: dict[str, list[int]]) -> str:
 
 async def describe_text(client: GroupsClient, group: str, view: str) -> str:
     info = await client.describe(group)
+    rows: list[list[Any]]
     if view == "state":
         host = f"{info.coordinator[1]}:{info.coordinator[2]} ({info.coordinator[0]})"
         rows = [["GROUP", "COORDINATOR (ID)", "TYPE", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
@@ -183,9 +184,9 @@ async def describe_text(client: GroupsClient, group: str, view: str) -> str:
         cur = committed.get(tp)
         end = ends.get(tp)
         lag = end - cur if cur is not None and end is not None else "-"
-        m = owner.get(tp)
+        who = owner.get(tp)
         rows.append([group, tp[0], tp[1], "-" if cur is None else cur, "-" if end is None else end, lag,
-                     m.member_id if m else "-", m.host if m else "-", m.client_id if m else "-"])
+                     who.member_id if who else "-", who.host if who else "-", who.client_id if who else "-"])
     prefix = "" if info.members else f"Consumer group '{group}' has no active members.\n\n"
     return prefix + _table(rows)
 
