@@ -29,11 +29,13 @@ def request_name(api_key: int) -> str:
     """Kafka's request name for the `request` label (Produce, Fetch, ApiVersions, ...)."""
     name = _REQUEST_NAMES.get(api_key)
     if name is None:
-        try:
-            cls = load_request_schema(api_key, 0) if api_key != 1 else load_request_schema(1, 4)
-            name = cls.__name__.removesuffix("Request")
-        except Exception:
-            name = str(api_key)
+        name = str(api_key)
+        for version in range(20):
+            try:
+                name = load_request_schema(api_key, version).__name__.removesuffix("Request")
+                break
+            except Exception:
+                continue
         _REQUEST_NAMES[api_key] = name
     return name
 
@@ -235,10 +237,10 @@ class BrokerStateCollector(Collector):
         dirs: dict[str, int] = {str(d): 0 for d in getattr(svc.log_manager, "live_log_dirs", ())}
         for (topic, partition), ulog in list(svc.log_manager.all_logs()):
             try:
-                nbytes = ulog.size_in_bytes()
+                nbytes = ulog.size_in_bytes
                 labels = [topic, str(partition)]
                 size.add_metric(labels, nbytes)
-                segs.add_metric(labels, ulog.num_segments())
+                segs.add_metric(labels, ulog.num_segments)
                 leo.add_metric(labels, ulog.log_end_offset)
                 lso.add_metric(labels, ulog.log_start_offset)
                 d = str(ulog.dir.parent)
