@@ -13,9 +13,8 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from kopfka_process import KopfkaProcess
-
 from kopfka.client.connection import KafkaConnection
+from kopfka_process import KopfkaProcess
 
 SEGMENT_BYTES = 1024 * 1024  # the smallest segment.bytes Kafka accepts
 
@@ -58,8 +57,11 @@ def create_topic(bootstrap: str, topic: str, partitions: int = 1, **config: str)
     while time.monotonic() < deadline:
         md = admin.list_topics(topic, timeout=5)
         t = md.topics.get(topic)
-        if t is not None and t.error is None and len(t.partitions) == partitions and all(
-            p.leader >= 0 for p in t.partitions.values()
+        if (
+            t is not None
+            and t.error is None
+            and len(t.partitions) == partitions
+            and all(p.leader >= 0 for p in t.partitions.values())
         ):
             return
         time.sleep(0.1)
@@ -78,9 +80,18 @@ def produce(
     """Produce (key, value) pairs in order (acks=all, idempotent); returns their offsets."""
     acked: dict[int, int] = {}
     errors: list[str] = []
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
-                  "enable.idempotence": True, "compression.type": "lz4", **(extra or {})})
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "linger.ms": 5,
+            "enable.idempotence": True,
+            "compression.type": "lz4",
+            **(extra or {}),
+        }
+    )
     for i, (k, v) in enumerate(records):
+
         def cb(err: Any, msg: Any, i: int = i) -> None:
             if err is not None:
                 errors.append(str(err))
@@ -89,8 +100,9 @@ def produce(
 
         while True:
             try:
-                p.produce(topic, v, key=k, partition=partition, on_delivery=cb,
-                          timestamp=timestamps[i] if timestamps else 0)
+                p.produce(
+                    topic, v, key=k, partition=partition, on_delivery=cb, timestamp=timestamps[i] if timestamps else 0
+                )
                 break
             except BufferError:
                 p.poll(0.05)
@@ -113,8 +125,15 @@ def read_all(
 ) -> list[tuple[int, bytes | None, bytes | None]]:
     """(offset, key, value) of every record from `start` to the high watermark."""
     low, high = watermarks(bootstrap, topic, partition)
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "log-tests", "enable.auto.commit": False,
-                  "enable.partition.eof": True, "auto.offset.reset": "earliest"})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "log-tests",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+        }
+    )
     out: list[tuple[int, bytes | None, bytes | None]] = []
     try:
         if high <= low:
@@ -165,7 +184,9 @@ def describe_log_dirs(bootstrap: str) -> dict[str, tuple[int, dict[tuple[str, in
     resp = raw_request(bootstrap, 35, 4, {"topics": None})
     out = {}
     for r in resp.results:
-        parts = {(t.name, p.partition_index): (p.partition_size, p.is_future_key) for t in r.topics for p in t.partitions}
+        parts = {
+            (t.name, p.partition_index): (p.partition_size, p.is_future_key) for t in r.topics for p in t.partitions
+        }
         out[r.log_dir] = (int(r.error_code), parts)
     return out
 

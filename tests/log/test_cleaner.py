@@ -9,7 +9,6 @@ import random
 from pathlib import Path
 
 import pytest
-
 from kopfka.log import cleaner as cleaner_mod
 from kopfka.log.cleaner import SkimpyOffsetMap, group_segments_by_size
 from kopfka.log.log_cleaner import CleanerConfig, LogCleaner
@@ -18,6 +17,7 @@ from kopfka.protocol.record_codec import Record, decode_records, encode_batch
 from kopfka.protocol.records import iter_batches
 from kopfka.storage import local_log as local_log_mod
 from kopfka.storage.unified_log import UnifiedLog
+
 from tests.storage.helpers import BASE_TS, Clock, small_config
 
 TP = ("t", 0)

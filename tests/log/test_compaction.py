@@ -20,7 +20,9 @@ from tests.log.helpers import (
 DELETE_RETENTION_MS = 6000
 
 
-def workload(seed: int, keys: int = 400, versions: int = 6, value_size: int = 600) -> list[tuple[bytes | None, bytes | None]]:
+def workload(
+    seed: int, keys: int = 400, versions: int = 6, value_size: int = 600
+) -> list[tuple[bytes | None, bytes | None]]:
     """Several versions of every key (interleaved), tombstones for every 7th key, then a
     unique-key filler large enough to roll the dirty data out of the active segment."""
     rnd = random.Random(seed)
@@ -41,9 +43,16 @@ def test_compaction_keeps_latest_and_expires_tombstones(tmp_path: Path) -> None:
     proc = broker(tmp_path / "data").start()
     try:
         topic = "compacted"
-        create_topic(proc.bootstrap, topic, **{"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01",
-                                               "delete.retention.ms": str(DELETE_RETENTION_MS),
-                                               "segment.bytes": str(1024 * 1024)})
+        create_topic(
+            proc.bootstrap,
+            topic,
+            **{
+                "cleanup.policy": "compact",
+                "min.cleanable.dirty.ratio": "0.01",
+                "delete.retention.ms": str(DELETE_RETENTION_MS),
+                "segment.bytes": str(1024 * 1024),
+            },
+        )
         recs = workload(1)
         produce(proc.bootstrap, topic, recs)
         produced_at = time.monotonic()

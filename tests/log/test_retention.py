@@ -15,7 +15,6 @@ from confluent_kafka.admin import AdminClient
 from tests.log.helpers import broker, checkpoint_entries, create_topic, produce, read_all, wait_for, watermarks
 
 
-
 def values(n: int) -> list[tuple[bytes | None, bytes | None]]:
     """Incompressible values, so sizes on disk are what the test expects."""
     return [(None, os.urandom(1000)) for _ in range(n)]
@@ -27,8 +26,9 @@ def segments(d: Path) -> list[str]:
 
 def out_of_range_then_reset(bootstrap: str, topic: str, low: int) -> None:
     """auto.offset.reset=error surfaces OFFSET_OUT_OF_RANGE for offset 0; earliest resets."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "ret", "auto.offset.reset": "error",
-                  "enable.auto.commit": False})
+    c = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "ret", "auto.offset.reset": "error", "enable.auto.commit": False}
+    )
     try:
         c.assign([TopicPartition(topic, 0, 0)])
         err = None
@@ -56,7 +56,7 @@ def test_retention_by_time_size_and_delete_records(tmp_path: Path) -> None:
         produce(proc.bootstrap, "by-time", values(200), timestamps=[now] * 200)
         d = data / "by-time-0"
         low = wait_for(lambda: watermarks(proc.bootstrap, "by-time")[0] or None, 30, what="time retention")
-        assert low == 3000 or low <= 3000 and segments(d)[0] == f"{low:020d}.log"
+        assert low == 3000 or (low <= 3000 and segments(d)[0] == f"{low:020d}.log")
         # the life cycle: renamed .deleted, unlinked after file.delete.delay.ms
         wait_for(lambda: not list(d.glob("*.deleted")), 20, what=".deleted files unlinked")
         assert int(segments(d)[0][:20]) == low
