@@ -201,8 +201,9 @@ class GroupCoordinator:
                 if isinstance(group, ClassicGroup):
                     self.classic.on_loaded(shard, group)
             shard.state = ShardState.ACTIVE
-            log.info("Loaded %s-%d (%d records, %d groups) in %.0f ms", OFFSETS_TOPIC, shard.partition, count,
-                     len(shard.groups), (asyncio.get_running_loop().time() - start) * 1000)
+            log.log(logging.INFO if count else logging.DEBUG, "Loaded %s-%d (%d records, %d groups) in %.0f ms",
+                    OFFSETS_TOPIC, shard.partition, count, len(shard.groups),
+                    (asyncio.get_running_loop().time() - start) * 1000)
         except asyncio.CancelledError:
             raise
         except Exception:
