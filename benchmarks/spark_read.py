@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
 
-from kopfka_process import KopfkaProcess  # noqa: E402
+from kopfka_process import KopfkaProcess
 
 MiB = 1 << 20
 
@@ -50,7 +50,7 @@ def fill(bootstrap: str, topic: str, partitions: int, total: int, record: int) -
             except BufferError:
                 p.poll(0.01)
                 if errors:
-                    raise RuntimeError(f"produce failed: {errors[0]}")
+                    raise RuntimeError(f"produce failed: {errors[0]}") from None
     assert p.flush(600) == 0
     if errors:
         raise RuntimeError(f"produce failed for {len(errors)} records: {errors[0]}")
@@ -105,10 +105,9 @@ def main() -> None:
         print(f"plain confluent-kafka consumer (1 process): {records} records in {dt:.1f} s = "
               f"{base_rps:,.0f} records/s, {base_mbs:.1f} MB/s", flush=True)
 
+        import kopfka.spark
         from pyspark.sql import SparkSession
         from pyspark.sql import functions as F
-
-        import kopfka.spark
 
         spark = (SparkSession.builder.master("local[2]").appName("kopfka-spark-bench")
                  .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
