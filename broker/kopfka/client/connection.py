@@ -15,6 +15,7 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i16, i32
 
 from kopfka.protocol.entity_builder import build
 
@@ -41,11 +42,11 @@ class KafkaConnection:
         buf = io.BytesIO()
         buf.write(b"\0\0\0\0")
         if schema.__flexible__:
-            entity_writer(RequestHeaderV2)(buf, RequestHeaderV2(request_api_key=api_key, request_api_version=version,
-                                                                correlation_id=corr, client_id=CLIENT_ID))
+            entity_writer(RequestHeaderV2)(buf, RequestHeaderV2(request_api_key=i16(api_key), request_api_version=i16(version),
+                                                                correlation_id=i32(corr), client_id=CLIENT_ID))
         else:
-            entity_writer(RequestHeaderV1)(buf, RequestHeaderV1(request_api_key=api_key, request_api_version=version,
-                                                                correlation_id=corr, client_id=CLIENT_ID))
+            entity_writer(RequestHeaderV1)(buf, RequestHeaderV1(request_api_key=i16(api_key), request_api_version=i16(version),
+                                                                correlation_id=i32(corr), client_id=CLIENT_ID))
         entity_writer(schema)(buf, build(schema, body))
         data = buf.getbuffer()
         struct.pack_into(">i", data, 0, len(data) - 4)

@@ -149,8 +149,8 @@ class MetadataImage:
         for (rtype, rname), values in self.configs.items():
             for k, v in values.items():
                 yield r.ConfigRecord(rtype, rname, k, v)
-        for entity, values in self.client_quotas.items():
-            for k, qv in values.items():
+        for entity, quotas in self.client_quotas.items():
+            for k, qv in quotas.items():
                 yield r.ClientQuotaRecord(entity, k, qv)
         if self.next_producer_id:
             yield r.ProducerIdsRecord(-1, -1, self.next_producer_id)

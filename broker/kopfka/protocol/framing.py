@@ -133,14 +133,14 @@ class DecodedRequest:
 _SHORT_HEADER = struct.Struct(">hhi")
 
 
-def peek_header(frame: bytes) -> tuple[int, int, int]:
+def peek_header(frame: bytes | memoryview) -> tuple[int, int, int]:
     if len(frame) < _SHORT_HEADER.size:
         raise FrameError("request shorter than its header")
     api_key, api_version, correlation_id = _SHORT_HEADER.unpack_from(frame, 0)
     return api_key, api_version, correlation_id
 
 
-def decode_request(frame: bytes) -> DecodedRequest:
+def decode_request(frame: bytes | memoryview) -> DecodedRequest:
     """Decode header and body. Unsupported (api_key, version) gives body=None, not an error.
 
     Raises FrameError when the bytes do not parse: Kafka closes the connection then.
@@ -150,13 +150,13 @@ def decode_request(frame: bytes) -> DecodedRequest:
         # Only the v1 header fields are trusted here; enough to answer UNSUPPORTED_VERSION.
         client_id = None
         try:
-            hdr, size = entity_reader(RequestHeaderV1)(frame, 0)
-            client_id = hdr.client_id
+            hdr1, size = entity_reader(RequestHeaderV1)(frame, 0)
+            client_id = hdr1.client_id
         except Exception:
             size = _SHORT_HEADER.size
         return DecodedRequest(RequestHeader(api_key, api_version, correlation_id, client_id, size), None, len(frame))
     schema = load_request_schema(api_key, api_version)
-    header_cls = RequestHeaderV2 if schema.__flexible__ else RequestHeaderV1
+    header_cls: type[Any] = RequestHeaderV2 if schema.__flexible__ else RequestHeaderV1
     try:
         hdr, hsize = entity_reader(header_cls)(frame, 0)
         body, bsize = entity_reader(schema)(frame, hsize)

@@ -111,7 +111,7 @@ class Connection(asyncio.BufferedProtocol):
         self._can_write.set()
 
     # --- request loop ---------------------------------------------------------------------
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | bytearray) -> None:
         if self.transport is not None and not self._closed:
             self.transport.write(data)
 

@@ -47,7 +47,7 @@ def _requested(ctx: RequestContext, req: Any) -> tuple[list[CachedPartition], li
 
 
 def _forgotten(ctx: RequestContext, req: Any) -> list[tuple[str, int]]:
-    out = []
+    out: list[tuple[str, int]] = []
     for t in getattr(req, "forgotten_topics_data", ()) or ():
         name = getattr(t, "topic", None)
         tid = getattr(t, "topic_id", None)
@@ -56,7 +56,8 @@ def _forgotten(ctx: RequestContext, req: Any) -> list[tuple[str, int]]:
             if topic is None:
                 continue
             name = topic.name
-        out.extend((name, p) for p in t.partitions)
+        if name is not None:
+            out.extend((name, p) for p in t.partitions)
     return out
 
 

@@ -80,8 +80,9 @@ async def handle_offset_for_leader_epoch(ctx: RequestContext, req: Any) -> dict[
             out: dict[str, Any] = {"error_code": ErrorCode.none, "partition": p.partition, "leader_epoch": -1, "end_offset": -1}
             try:
                 part = rm.get_leader_partition((t.topic, p.partition), p.current_leader_epoch)
-                epoch, end = part.log.end_offset_for_epoch(p.leader_epoch)
-                out["leader_epoch"], out["end_offset"] = epoch, end
+                found = part.log.end_offset_for_epoch(p.leader_epoch)
+                # an epoch the log does not know: UNDEFINED_EPOCH / UNDEFINED_EPOCH_OFFSET
+                out["leader_epoch"], out["end_offset"] = found if found is not None else (-1, -1)
             except KafkaError as exc:
                 out["error_code"] = exc.code
             parts.append(out)
