@@ -161,7 +161,11 @@ class LogManager:
             self.live_log_dirs.append(d)
         if not self.live_log_dirs:
             raise OSError(f"None of the specified log dirs from {', '.join(map(str, self.log_dirs))} are readable")
-        self._load_directory_ids()
+        try:
+            self._load_directory_ids()
+        except meta_properties.MetaPropertiesError:
+            self._release_locks()
+            raise
 
     def _release_locks(self) -> None:
         for fd in self._locks.values():
