@@ -22,8 +22,8 @@ from kopfka.client.connection import KafkaConnection
 FAST = {
     "broker.session.timeout.ms": "3000",
     "broker.heartbeat.interval.ms": "500",
-    "controller.quorum.election.timeout.ms": "600",
-    "controller.quorum.fetch.timeout.ms": "1200",
+    "controller.quorum.election.timeout.ms": "800",
+    "controller.quorum.fetch.timeout.ms": "2000",
     "controller.quorum.request.timeout.ms": "1000",
     "controller.quorum.election.backoff.max.ms": "300",
     "initial.broker.registration.timeout.ms": "20000",
@@ -45,10 +45,12 @@ def wait_until(cond: Callable[[], Any], timeout: float, what: str, interval: flo
             v = cond()
             if v:
                 return v
-        except Exception as exc:  # noqa: BLE001 - retried until the deadline
+        except Exception as exc:
             last_exc = exc
         time.sleep(interval)
-    raise TimeoutError(f"timed out after {timeout}s waiting for {what}" + (f" (last error: {last_exc})" if last_exc else ""))
+    raise TimeoutError(
+        f"timed out after {timeout}s waiting for {what}" + (f" (last error: {last_exc})" if last_exc else "")
+    )
 
 
 def run(coro: Any) -> Any:
@@ -101,16 +103,25 @@ class Node:
         self.config.write_text("".join(f"{k}={v}\n" for k, v in base.items()))
 
     def kopfka(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "kopfka.cli.main", *args], capture_output=True, text=True,
-                              timeout=timeout, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        return subprocess.run(
+            [sys.executable, "-m", "kopfka.cli.main", *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
 
     def format(self, cluster_id: str, *extra: str) -> subprocess.CompletedProcess[str]:
         return self.kopfka("storage", "format", "--cluster-id", cluster_id, "--config", str(self.config), *extra)
 
     def start(self) -> Node:
         log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "kopfka.cli.main", "serve", "--config", str(self.config)],
-                                     stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kopfka.cli.main", "serve", "--config", str(self.config)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
         return self
 
     def log_text(self) -> str:
@@ -133,8 +144,11 @@ class Node:
     def wait_ready(self, timeout: float = 40) -> None:
         def check() -> bool:
             if self.proc is not None and self.proc.poll() is not None:
-                raise RuntimeError(f"{self.role} {self.node_id} exited {self.proc.returncode}:\n{self.log_text()[-3000:]}")
+                raise RuntimeError(
+                    f"{self.role} {self.node_id} exited {self.proc.returncode}:\n{self.log_text()[-3000:]}"
+                )
             return self.ready()
+
         try:
             wait_until(check, timeout, f"{self.role} {self.node_id} ready")
         except TimeoutError as exc:
@@ -162,14 +176,22 @@ class Node:
 class Cluster:
     """Controllers 1000+i on 127.0.0.(11+i), brokers i on 127.0.0.(21+i)."""
 
-    def __init__(self, root: Path, controllers: int = 3, brokers: int = 3, *, dynamic: bool = True,
-                 props: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        controllers: int = 3,
+        brokers: int = 3,
+        *,
+        dynamic: bool = True,
+        props: dict[str, str] | None = None,
+    ) -> None:
         self.root = root
         self.props = dict(props or {})
         self.dynamic = dynamic
         self.cluster_id = uuids.to_str(uuids.random_uuid())
-        self.controllers = [Node(root, 1000 + i, "controller", f"127.0.0.{11 + i}", props=self.props)
-                            for i in range(controllers)]
+        self.controllers = [
+            Node(root, 1000 + i, "controller", f"127.0.0.{11 + i}", props=self.props) for i in range(controllers)
+        ]
         self.brokers = [Node(root, i, "broker", f"127.0.0.{21 + i}", props=self.props) for i in range(brokers)]
 
     @property
@@ -209,6 +231,7 @@ class Cluster:
 
     def leader(self) -> Node:
         """The active controller according to DescribeQuorum on any live controller."""
+
         def find() -> Node | None:
             for c in self.controllers:
                 if not c.alive:
@@ -222,22 +245,36 @@ class Cluster:
                     if x.node_id == p.leader_id and x.alive:
                         return x
             return None
+
         return wait_until(find, 30, "a quorum leader")
 
 
 async def describe_quorum(addr: str) -> Any:
-    return await request(addr, 55, 2, {"topics": [{"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]},
-                         timeout=3)
+    return await request(
+        addr,
+        55,
+        2,
+        {"topics": [{"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]},
+        timeout=3,
+    )
 
 
 async def metadata(addr: str, topics: list[str] | None = None) -> Any:
-    body = {"topics": None if topics is None else [{"name": t, "topic_id": uuids.ZERO_UUID} for t in topics],
-            "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}
+    body = {
+        "topics": None if topics is None else [{"name": t, "topic_id": uuids.ZERO_UUID} for t in topics],
+        "allow_auto_topic_creation": False,
+        "include_topic_authorized_operations": False,
+    }
     return await request(addr, 3, 12, body, timeout=5)
 
 
 async def create_topic(addr: str, name: str, partitions: int = 1, rf: int = 1) -> Any:
-    body = {"timeout": 15000, "validate_only": False, "topics": [
-        {"name": name, "num_partitions": partitions, "replication_factor": rf, "assignments": [], "configs": []}]}
+    body = {
+        "timeout": 15000,
+        "validate_only": False,
+        "topics": [
+            {"name": name, "num_partitions": partitions, "replication_factor": rf, "assignments": [], "configs": []}
+        ],
+    }
     resp = await request(addr, 19, 7, body, timeout=30)
     return resp.topics[0]

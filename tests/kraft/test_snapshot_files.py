@@ -9,7 +9,6 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from kopfka.metadata import records as r
 from kopfka.metadata.image import replay
 from kopfka.metadata.loader import MetadataLoader
@@ -19,18 +18,22 @@ from kopfka.raft.raft_client import CommittedBatch
 from kopfka.raft.snapshot_generator import SnapshotGenerator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "broker"))
-from test_metadata_image import comparable, record_logs  # noqa: E402
+from test_metadata_image import comparable, record_logs
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(record_logs(), st.integers(0, 40), st.integers(0, 5))
-def test_snapshot_file_then_tail_equals_whole_log(tmp_path: Path, log: list[r.MetadataRecord], cut: int, epoch: int) -> None:
+def test_snapshot_file_then_tail_equals_whole_log(
+    tmp_path: Path, log: list[r.MetadataRecord], cut: int, epoch: int
+) -> None:
     cut = min(cut, len(log))
     snap = snapshots.SnapshotId(cut, epoch)
     snapshots.write_snapshot(tmp_path, snap, list(replay(log[:cut]).to_records()))
     assert snapshots.latest_snapshot(tmp_path) == snap
     loader = MetadataLoader()
-    loader.handle_commit(CommittedBatch(0, cut - 1, epoch, 0, tuple(snapshots.read_snapshot(tmp_path, snap)), is_snapshot=True))
+    loader.handle_commit(
+        CommittedBatch(0, cut - 1, epoch, 0, tuple(snapshots.read_snapshot(tmp_path, snap)), is_snapshot=True)
+    )
     for off in range(cut, len(log)):
         loader.handle_commit(CommittedBatch(off, off, epoch, 0, (log[off],)))
     assert comparable(loader.image) == comparable(replay(log))
@@ -45,8 +48,14 @@ def test_snapshot_names_sort_by_offset(tmp_path: Path) -> None:
 
 
 def _client(tmp_path: Path) -> KafkaRaftClient:
-    return KafkaRaftClient(node_id=1, cluster_id="c", metadata_dir=tmp_path, directory_id="",
-                           static_voters={1: ("127.0.0.1", 1)}, election_timeout_ms=50)
+    return KafkaRaftClient(
+        node_id=1,
+        cluster_id="c",
+        metadata_dir=tmp_path,
+        directory_id="",
+        static_voters={1: ("127.0.0.1", 1)},
+        election_timeout_ms=50,
+    )
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -65,7 +74,7 @@ def test_single_voter_log_with_generated_snapshots_replays_identically(tmp_path_
                 if raft.leader_ready:
                     break
                 await asyncio.sleep(0.01)
-            await raft.append(log[i:i + 3])
+            await raft.append(log[i : i + 3])
         await raft.close()
 
     async def reload() -> MetadataLoader:

@@ -88,8 +88,17 @@ class RaftPeers:
         self.timeout = request_timeout_s
         self._conns: dict[tuple[str, int, str], KafkaConnection] = {}
 
-    async def request(self, host: str, port: int, api_key: int, version: int, body: dict[str, Any], *,
-                      purpose: str = "rpc", timeout: float | None = None) -> Any:
+    async def request(
+        self,
+        host: str,
+        port: int,
+        api_key: int,
+        version: int,
+        body: dict[str, Any],
+        *,
+        purpose: str = "rpc",
+        timeout: float | None = None,
+    ) -> Any:
         key = (host, port, purpose)
         conn = self._conns.get(key)
         try:
@@ -114,15 +123,25 @@ class RaftPeers:
 class KafkaRaftClient:
     """One node's view of the quorum: voter (follower / candidate / leader) or observer."""
 
-    def __init__(self, *, node_id: int, cluster_id: str, metadata_dir: Path, directory_id: str,
-                 static_voters: dict[int, tuple[str, int]] | None = None,
-                 bootstrap_servers: list[tuple[str, int]] | None = None,
-                 bootstrap_voters: tuple[tuple[int, str, str, int], ...] = (),
-                 local_endpoint: tuple[str, int] | None = None,
-                 election_timeout_ms: int = 1000, fetch_timeout_ms: int = 2000,
-                 request_timeout_ms: int = 2000, election_backoff_max_ms: int = 1000,
-                 retry_backoff_ms: int = 20, segment_bytes: int = 1 << 30,
-                 auto_join: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        node_id: int,
+        cluster_id: str,
+        metadata_dir: Path,
+        directory_id: str,
+        static_voters: dict[int, tuple[str, int]] | None = None,
+        bootstrap_servers: list[tuple[str, int]] | None = None,
+        bootstrap_voters: tuple[tuple[int, str, str, int], ...] = (),
+        local_endpoint: tuple[str, int] | None = None,
+        election_timeout_ms: int = 1000,
+        fetch_timeout_ms: int = 2000,
+        request_timeout_ms: int = 2000,
+        election_backoff_max_ms: int = 1000,
+        retry_backoff_ms: int = 20,
+        segment_bytes: int = 1 << 30,
+        auto_join: bool = False,
+    ) -> None:
         self.node_id = node_id
         self.cluster_id = cluster_id
         self.directory_id = directory_id
@@ -139,8 +158,9 @@ class KafkaRaftClient:
         self.peers = RaftPeers(request_timeout_ms / 1000)
         self._listeners: list[RaftListener] = []
         self._leader_change_cbs: list[Callable[[LeaderAndEpoch], None]] = []
-        self.log = UnifiedLog.load(self.dir, LogConfig.defaults(**{"segment.bytes": segment_bytes}),
-                                   topic_id=METADATA_TOPIC_ID)
+        self.log = UnifiedLog.load(
+            self.dir, LogConfig.defaults(**{"segment.bytes": segment_bytes}), topic_id=METADATA_TOPIC_ID
+        )
         # voter set: base (static / bootstrap) then every VotersRecord in the log, by offset
         if self.static:
             assert static_voters is not None
@@ -183,6 +203,7 @@ class KafkaRaftClient:
         self._join_task: asyncio.Task[None] | None = None
         self.leader_ready = False
         self.fatal_error: str | None = None
+        self._removed_clock: float | None = None
 
     # --- persistent state -----------------------------------------------------------------
     def _load_quorum_state(self) -> None:
@@ -200,9 +221,14 @@ class KafkaRaftClient:
     def _persist(self) -> None:
         path = self.dir / QUORUM_STATE
         tmp = path.with_suffix(".tmp")
-        body = {"leaderId": self.leader_id, "leaderEpoch": self.epoch, "votedId": self.voted_id,
-                "votedDirectoryId": "", "data_version": 1,
-                "currentVoters": [{"voterId": v} for v in sorted(self.voters)]}
+        body = {
+            "leaderId": self.leader_id,
+            "leaderEpoch": self.epoch,
+            "votedId": self.voted_id,
+            "votedDirectoryId": "",
+            "data_version": 1,
+            "currentVoters": [{"voterId": v} for v in sorted(self.voters)],
+        }
         with open(tmp, "w") as f:
             f.write(json.dumps(body))
             f.flush()
@@ -231,8 +257,7 @@ class KafkaRaftClient:
                 self._voter_history.append((batch.base_offset, vs))
                 for v in vs.values():
                     self.endpoints[v.node_id] = (v.host, v.port)
-                log.info("[RaftClient id=%d] voter set at offset %d: %s", self.node_id, batch.base_offset,
-                         sorted(vs))
+                log.info("[RaftClient id=%d] voter set at offset %d: %s", self.node_id, batch.base_offset, sorted(vs))
 
     def _truncate_voters(self, offset: int) -> None:
         self._voter_history = [h for h in self._voter_history if h[0] < offset] or self._voter_history[:1]
@@ -350,6 +375,8 @@ class KafkaRaftClient:
     def _step_down(self) -> None:
         was_leader = self.role == "leader"
         self.leader_ready = False
+        self._removed_clock = None
+        self._resolve_waiters()
         self._pending_voter_change = False
         if was_leader:
             self._fail_waiters()
@@ -414,15 +441,17 @@ class KafkaRaftClient:
         voters = self.voters
         if not voters:
             return
-        leos = sorted((self._flushed_leo if v == self.node_id else self._replica(v).log_end_offset
-                       for v in voters), reverse=True)
+        leos = sorted(
+            (self._flushed_leo if v == self.node_id else self._replica(v).log_end_offset for v in voters), reverse=True
+        )
         candidate = leos[len(voters) // 2]  # the offset a majority has reached
         if candidate > self.hw and candidate > self._epoch_start:
             self._set_hw(candidate)
-            if not self.leader_ready:
+            if not self.leader_ready and self.node_id in voters:
                 self.leader_ready = True
-                log.info("[RaftClient id=%d] leader of epoch %d is ready at offset %d", self.node_id,
-                         self.epoch, self.hw)
+                log.info(
+                    "[RaftClient id=%d] leader of epoch %d is ready at offset %d", self.node_id, self.epoch, self.hw
+                )
                 self._announce()
         self._resolve_waiters()
 
@@ -462,8 +491,11 @@ class KafkaRaftClient:
                     await self._leader_tick()
                 elif self.role == "candidate":
                     await self._election()
-                elif (self.is_voter and self.role == "unattached"
-                      and (time.monotonic() >= self._election_deadline or self.voters.keys() == {self.node_id})):
+                elif (
+                    self.is_voter
+                    and self.role == "unattached"
+                    and (time.monotonic() >= self._election_deadline or self.voters.keys() == {self.node_id})
+                ):
                     self._become_candidate()
                 else:
                     await self._fetch_once()
@@ -480,16 +512,29 @@ class KafkaRaftClient:
             await asyncio.gather(*(self._send_begin_epoch(v, epoch) for v in pending), return_exceptions=True)
         # check quorum: a leader cut off from a majority resigns so the others can elect
         now = _now_ms()
-        alive = 1 + sum(1 for v in self.voters if v != self.node_id
-                        and now - self._replica(v).last_fetch_ms < self.fetch_timeout * 1500)
-        if self.role == "leader" and self.epoch == epoch and alive < self._majority() and \
-                time.monotonic() - self._last_leader_contact > self.fetch_timeout * 1.5:
+        alive = 1 + sum(
+            1
+            for v in self.voters
+            if v != self.node_id and now - self._replica(v).last_fetch_ms < self.fetch_timeout * 1500
+        )
+        if (
+            self.role == "leader"
+            and self.epoch == epoch
+            and alive < self._majority()
+            and time.monotonic() - self._last_leader_contact > self.fetch_timeout * 1.5
+        ):
             log.warning("[RaftClient id=%d] lost contact with a majority of voters; resigning", self.node_id)
             self._become_unattached(self.epoch)
             return
         if alive >= self._majority():
             self._last_leader_contact = time.monotonic()
         if self.role == "leader" and self.node_id not in self.voters and self.hw > self._removed_at():
+            # removed: stop taking writes, let in-flight ones commit under the new voter set, then resign
+            self.leader_ready = False
+            if self._waiters and time.monotonic() - self._removed_seen < 3 * self.fetch_timeout:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._change.wait(), 0.1)
+                return
             log.info("[RaftClient id=%d] removed from the voter set; resigning leadership", self.node_id)
             await self._send_end_quorum_epoch()
             self._become_unattached(self.epoch)
@@ -500,13 +545,34 @@ class KafkaRaftClient:
     def _removed_at(self) -> int:
         return self._voter_history[-1][0]
 
+    @property
+    def _removed_seen(self) -> float:
+        if self._removed_clock is None:
+            self._removed_clock = time.monotonic()
+        return self._removed_clock
+
     async def _send_begin_epoch(self, voter: int, epoch: int) -> None:
         ep = self.endpoints.get(voter)
         if ep is None:
             return
-        body = {"cluster_id": self.cluster_id, "voter_id": voter, "topics": [{"topic_name": METADATA_TOPIC, "partitions": [
-            {"partition_index": 0, "voter_directory_id": None, "leader_id": self.node_id, "leader_epoch": epoch}]}],
-            "leader_endpoints": self._my_endpoints()}
+        body = {
+            "cluster_id": self.cluster_id,
+            "voter_id": voter,
+            "topics": [
+                {
+                    "topic_name": METADATA_TOPIC,
+                    "partitions": [
+                        {
+                            "partition_index": 0,
+                            "voter_directory_id": None,
+                            "leader_id": self.node_id,
+                            "leader_epoch": epoch,
+                        }
+                    ],
+                }
+            ],
+            "leader_endpoints": self._my_endpoints(),
+        }
         try:
             resp = await self.peers.request(ep[0], ep[1], 53, BEGIN_V, body)
         except (ConnectionError, KafkaError):
@@ -518,11 +584,27 @@ class KafkaRaftClient:
             self._become_unattached(p.leader_epoch)
 
     async def _send_end_quorum_epoch(self) -> None:
-        body = {"cluster_id": self.cluster_id, "topics": [{"topic_name": METADATA_TOPIC, "partitions": [
-            {"partition_index": 0, "leader_id": self.node_id, "leader_epoch": self.epoch,
-             "preferred_candidates": [{"candidate_id": v, "candidate_directory_id": None}
-                                      for v in self.voters if v != self.node_id]}]}],
-            "leader_endpoints": self._my_endpoints()}
+        body = {
+            "cluster_id": self.cluster_id,
+            "topics": [
+                {
+                    "topic_name": METADATA_TOPIC,
+                    "partitions": [
+                        {
+                            "partition_index": 0,
+                            "leader_id": self.node_id,
+                            "leader_epoch": self.epoch,
+                            "preferred_candidates": [
+                                {"candidate_id": v, "candidate_directory_id": None}
+                                for v in self.voters
+                                if v != self.node_id
+                            ],
+                        }
+                    ],
+                }
+            ],
+            "leader_endpoints": self._my_endpoints(),
+        }
         tasks = []
         for v in self.voters:
             ep = self.endpoints.get(v)
@@ -550,10 +632,27 @@ class KafkaRaftClient:
         leo = self.log.log_end_offset
 
         async def ask(v: Voter) -> Any:
-            body = {"cluster_id": self.cluster_id, "voter_id": v.node_id, "topics": [{"topic_name": METADATA_TOPIC, "partitions": [
-                {"partition_index": 0, "replica_epoch": epoch, "replica_id": self.node_id,
-                 "replica_directory_id": _dir_uuid(self.directory_id), "voter_directory_id": _dir_uuid(v.directory_id),
-                 "last_offset_epoch": last_epoch, "last_offset": leo, "pre_vote": False}]}]}
+            body = {
+                "cluster_id": self.cluster_id,
+                "voter_id": v.node_id,
+                "topics": [
+                    {
+                        "topic_name": METADATA_TOPIC,
+                        "partitions": [
+                            {
+                                "partition_index": 0,
+                                "replica_epoch": epoch,
+                                "replica_id": self.node_id,
+                                "replica_directory_id": _dir_uuid(self.directory_id),
+                                "voter_directory_id": _dir_uuid(v.directory_id),
+                                "last_offset_epoch": last_epoch,
+                                "last_offset": leo,
+                                "pre_vote": False,
+                            }
+                        ],
+                    }
+                ],
+            }
             return v.node_id, await self.peers.request(v.host, v.port, 52, VOTE_V, body)
 
         deadline = time.monotonic() + self._random_election_timeout()
@@ -603,17 +702,38 @@ class KafkaRaftClient:
         if leo > 0 and last_epoch is None:
             last_epoch = self.snapshot_id.epoch if self.snapshot_id else 0
         max_wait_ms = int(min(500, self.fetch_timeout * 1000 / 2))
-        body = {"cluster_id": self.cluster_id, "replica_state": {"replica_id": self.node_id, "replica_epoch": -1},
-                "max_wait": max_wait_ms, "min_bytes": 0, "max_bytes": FETCH_MAX_BYTES, "isolation_level": 0,
-                "session_id": 0, "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [],
-                "topics": [{"topic_id": METADATA_TOPIC_ID, "partitions": [
-                    {"partition": 0, "current_leader_epoch": epoch, "fetch_offset": leo,
-                     "last_fetched_epoch": last_epoch if last_epoch is not None else -1,
-                     "log_start_offset": self.log.log_start_offset, "partition_max_bytes": FETCH_MAX_BYTES,
-                     "replica_directory_id": _dir_uuid(self.directory_id)}]}]}
+        body = {
+            "cluster_id": self.cluster_id,
+            "replica_state": {"replica_id": self.node_id, "replica_epoch": -1},
+            "max_wait": max_wait_ms,
+            "min_bytes": 0,
+            "max_bytes": FETCH_MAX_BYTES,
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "rack_id": "",
+            "forgotten_topics_data": [],
+            "topics": [
+                {
+                    "topic_id": METADATA_TOPIC_ID,
+                    "partitions": [
+                        {
+                            "partition": 0,
+                            "current_leader_epoch": epoch,
+                            "fetch_offset": leo,
+                            "last_fetched_epoch": last_epoch if last_epoch is not None else -1,
+                            "log_start_offset": self.log.log_start_offset,
+                            "partition_max_bytes": FETCH_MAX_BYTES,
+                            "replica_directory_id": _dir_uuid(self.directory_id),
+                        }
+                    ],
+                }
+            ],
+        }
         try:
-            resp = await self.peers.request(host, port, 1, FETCH_V, body, purpose="fetch",
-                                            timeout=max_wait_ms / 1000 + self.peers.timeout)
+            resp = await self.peers.request(
+                host, port, 1, FETCH_V, body, purpose="fetch", timeout=max_wait_ms / 1000 + self.peers.timeout
+            )
         except (ConnectionError, KafkaError) as exc:
             log.debug("[RaftClient id=%d] fetch from %s:%d failed: %s", self.node_id, host, port, exc)
             if self.leader_id >= 0 and (host, port) == self.leader_endpoint():
@@ -645,12 +765,22 @@ class KafkaRaftClient:
         now = time.monotonic()
         if not self.is_voter:
             if self.leader_id >= 0 and now - self._last_leader_contact > self.fetch_timeout:
+                log.info(
+                    "[RaftClient id=%d] no fetch response from leader %d for %.1fs; looking for the leader",
+                    self.node_id,
+                    self.leader_id,
+                    now - self._last_leader_contact,
+                )
                 self.leader_id, self.role = -1, "unattached"  # look for the new leader via other nodes
                 self._last_leader_contact = now
             return
         if self.role == "follower" and now - self._last_leader_contact > self.fetch_timeout:
-            log.info("[RaftClient id=%d] no fetch response from leader %d for %.1fs", self.node_id,
-                     self.leader_id, now - self._last_leader_contact)
+            log.info(
+                "[RaftClient id=%d] no fetch response from leader %d for %.1fs",
+                self.node_id,
+                self.leader_id,
+                now - self._last_leader_contact,
+            )
             self._become_candidate()
         elif self.role == "unattached" and now >= self._election_deadline:
             self._become_candidate()
@@ -658,8 +788,10 @@ class KafkaRaftClient:
     async def _handle_fetch_response(self, resp: Any, epoch: int, source: tuple[str, int]) -> None:
         if resp.error_code != ErrorCode.none:
             if resp.error_code == ErrorCode.inconsistent_cluster_id:
-                self.fatal_error = (f"cluster id mismatch: the controller at {source[0]}:{source[1]} belongs to another "
-                                    f"cluster than {self.cluster_id}, the cluster this node's log dirs were formatted for")
+                self.fatal_error = (
+                    f"cluster id mismatch: the controller at {source[0]}:{source[1]} belongs to another "
+                    f"cluster than {self.cluster_id}, the cluster this node's log dirs were formatted for"
+                )
                 log.error("[RaftClient id=%d] %s", self.node_id, self.fatal_error)
             await asyncio.sleep(self.retry_backoff * 10)
             return
@@ -669,8 +801,12 @@ class KafkaRaftClient:
         cl = p.current_leader
         if self.epoch != epoch:
             return
-        if cl.leader_epoch > self.epoch or (cl.leader_epoch == self.epoch and cl.leader_id >= 0
-                                            and self.leader_id != cl.leader_id and self.role != "candidate"):
+        if cl.leader_epoch > self.epoch or (
+            cl.leader_epoch == self.epoch
+            and cl.leader_id >= 0
+            and self.leader_id != cl.leader_id
+            and self.role != "candidate"
+        ):
             if cl.leader_id >= 0 and cl.leader_id != self.node_id:
                 self._become_follower(int(cl.leader_id), int(cl.leader_epoch))
             elif cl.leader_epoch > self.epoch:
@@ -678,8 +814,11 @@ class KafkaRaftClient:
             if p.error_code != ErrorCode.none:
                 return
         if p.error_code != ErrorCode.none:
-            if p.error_code in (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch,
-                                ErrorCode.unknown_leader_epoch):
+            if p.error_code in (
+                ErrorCode.not_leader_or_follower,
+                ErrorCode.fenced_leader_epoch,
+                ErrorCode.unknown_leader_epoch,
+            ):
                 await asyncio.sleep(self.retry_backoff * 5)
             return
         if self.role not in ("follower", "unattached") or self.leader_id < 0:
@@ -689,14 +828,19 @@ class KafkaRaftClient:
             target = max(0, min(int(p.diverging_epoch.end_offset), self.log.log_end_offset))
             if target < self.hw:
                 log.warning("[RaftClient id=%d] leader asks to truncate below the high watermark", self.node_id)
-            log.info("[RaftClient id=%d] log diverges from leader at epoch %d; truncating to %d",
-                     self.node_id, p.diverging_epoch.epoch, target)
+            log.info(
+                "[RaftClient id=%d] log diverges from leader at epoch %d; truncating to %d",
+                self.node_id,
+                p.diverging_epoch.epoch,
+                target,
+            )
             self.log.truncate_to(target)
             self._truncate_voters(target)
             return
         if p.snapshot_id.end_offset >= 0:
-            await self._fetch_snapshot(source, snapshots.SnapshotId(int(p.snapshot_id.end_offset),
-                                                                    int(p.snapshot_id.epoch)))
+            await self._fetch_snapshot(
+                source, snapshots.SnapshotId(int(p.snapshot_id.end_offset), int(p.snapshot_id.epoch))
+            )
             return
         data = bytes(p.records) if p.records else b""
         if data:
@@ -707,19 +851,39 @@ class KafkaRaftClient:
                 await asyncio.to_thread(self.log.flush)
                 self._scan_voters(start, self.log.log_end_offset)
         self._set_hw(min(int(p.high_watermark), self.log.log_end_offset))
-        if self.auto_join and not self.is_voter and self._join_task is None and not self.static \
-                and self.hw > 0 and self.log.log_end_offset >= int(p.high_watermark):
+        if (
+            self.auto_join
+            and not self.is_voter
+            and self._join_task is None
+            and not self.static
+            and self.hw > 0
+            and self.log.log_end_offset >= int(p.high_watermark)
+        ):
             self._join_task = asyncio.create_task(self._auto_join())
 
     async def _fetch_snapshot(self, source: tuple[str, int], snap: snapshots.SnapshotId) -> None:
         chunks: list[bytes] = []
         position = 0
         while True:
-            body = {"cluster_id": self.cluster_id, "replica_id": self.node_id, "max_bytes": FETCH_MAX_BYTES,
-                    "topics": [{"name": METADATA_TOPIC, "partitions": [
-                        {"partition": 0, "current_leader_epoch": self.epoch,
-                         "snapshot_id": {"end_offset": snap.end_offset, "epoch": snap.epoch},
-                         "position": position, "replica_directory_id": _dir_uuid(self.directory_id)}]}]}
+            body = {
+                "cluster_id": self.cluster_id,
+                "replica_id": self.node_id,
+                "max_bytes": FETCH_MAX_BYTES,
+                "topics": [
+                    {
+                        "name": METADATA_TOPIC,
+                        "partitions": [
+                            {
+                                "partition": 0,
+                                "current_leader_epoch": self.epoch,
+                                "snapshot_id": {"end_offset": snap.end_offset, "epoch": snap.epoch},
+                                "position": position,
+                                "replica_directory_id": _dir_uuid(self.directory_id),
+                            }
+                        ],
+                    }
+                ],
+            }
             resp = await self.peers.request(source[0], source[1], 59, SNAP_V, body)
             p = resp.topics[0].partitions[0]
             if p.error_code != ErrorCode.none:
@@ -744,17 +908,26 @@ class KafkaRaftClient:
             while not self._closed and not self.is_voter:
                 ep = self.leader_endpoint()
                 if ep is not None and self.local_endpoint is not None:
-                    body = {"cluster_id": self.cluster_id, "timeout": 5000, "voter_id": self.node_id,
-                            "voter_directory_id": _dir_uuid(self.directory_id),
-                            "listeners": [{"name": "CONTROLLER", "host": self.local_endpoint[0],
-                                           "port": self.local_endpoint[1]}]}
+                    body = {
+                        "cluster_id": self.cluster_id,
+                        "timeout": 5000,
+                        "voter_id": self.node_id,
+                        "voter_directory_id": _dir_uuid(self.directory_id),
+                        "listeners": [
+                            {"name": "CONTROLLER", "host": self.local_endpoint[0], "port": self.local_endpoint[1]}
+                        ],
+                    }
                     try:
                         resp = await self.peers.request(ep[0], ep[1], 80, 0, body, timeout=10)
                         if resp.error_code == ErrorCode.none:
                             log.info("[RaftClient id=%d] joined the voter set", self.node_id)
                         elif resp.error_code != ErrorCode.duplicate_voter:
-                            log.info("[RaftClient id=%d] AddRaftVoter: %s %s", self.node_id,
-                                     resp.error_code.name, resp.error_message)
+                            log.info(
+                                "[RaftClient id=%d] AddRaftVoter: %s %s",
+                                self.node_id,
+                                resp.error_code.name,
+                                resp.error_message,
+                            )
                     except (ConnectionError, KafkaError):
                         pass
                 await asyncio.sleep(1.0)
@@ -767,16 +940,25 @@ class KafkaRaftClient:
 
     def handle_vote(self, req: Any) -> dict[str, Any]:
         p = req.topics[0].partitions[0]
-        out = {"partition_index": 0, "error_code": ErrorCode.none, "leader_id": self.leader_id,
-               "leader_epoch": self.epoch, "vote_granted": False}
+        out = {
+            "partition_index": 0,
+            "error_code": ErrorCode.none,
+            "leader_id": self.leader_id,
+            "leader_epoch": self.epoch,
+            "vote_granted": False,
+        }
         if not self._check_cluster(req.cluster_id):
             return self._vote_response(ErrorCode.inconsistent_cluster_id, out)
         cand, cand_epoch = int(p.replica_id), int(p.replica_epoch)
         if cand_epoch > self.epoch:
             self._become_unattached(cand_epoch)
         granted = False
-        if cand_epoch == self.epoch and self.role not in ("leader",) and self.leader_id < 0 \
-                and self.voted_id in (-1, cand):
+        if (
+            cand_epoch == self.epoch
+            and self.role not in ("leader",)
+            and self.leader_id < 0
+            and self.voted_id in (-1, cand)
+        ):
             mine = (self.log.latest_epoch or 0, self.log.log_end_offset)
             if (int(p.last_offset_epoch), int(p.last_offset)) >= mine:
                 granted = True
@@ -789,8 +971,11 @@ class KafkaRaftClient:
         return self._vote_response(ErrorCode.none, out)
 
     def _vote_response(self, error: ErrorCode, part: dict[str, Any]) -> dict[str, Any]:
-        return {"error_code": error, "topics": [{"topic_name": METADATA_TOPIC, "partitions": [part]}],
-                "node_endpoints": self._node_endpoints()}
+        return {
+            "error_code": error,
+            "topics": [{"topic_name": METADATA_TOPIC, "partitions": [part]}],
+            "node_endpoints": self._node_endpoints(),
+        }
 
     def _node_endpoints(self) -> list[dict[str, Any]]:
         ep = self.endpoints.get(self.leader_id) if self.leader_id >= 0 else None
@@ -811,9 +996,23 @@ class KafkaRaftClient:
             if p.leader_epoch > self.epoch or self.leader_id != p.leader_id:
                 self._become_follower(int(p.leader_id), int(p.leader_epoch))
             self._last_leader_contact = time.monotonic()
-        return {"error_code": ErrorCode.none, "topics": [{"topic_name": METADATA_TOPIC, "partitions": [
-            {"partition_index": 0, "error_code": error, "leader_id": self.leader_id, "leader_epoch": self.epoch}]}],
-            "node_endpoints": self._node_endpoints()}
+        return {
+            "error_code": ErrorCode.none,
+            "topics": [
+                {
+                    "topic_name": METADATA_TOPIC,
+                    "partitions": [
+                        {
+                            "partition_index": 0,
+                            "error_code": error,
+                            "leader_id": self.leader_id,
+                            "leader_epoch": self.epoch,
+                        }
+                    ],
+                }
+            ],
+            "node_endpoints": self._node_endpoints(),
+        }
 
     def handle_end_quorum_epoch(self, req: Any) -> dict[str, Any]:
         p = req.topics[0].partitions[0]
@@ -826,28 +1025,53 @@ class KafkaRaftClient:
             # the leader resigned: elect quickly instead of waiting for the fetch timeout
             self._become_unattached(self.epoch)
             self._election_deadline = time.monotonic() + random.random() * self.election_timeout / 2
-        return {"error_code": ErrorCode.none, "topics": [{"topic_name": METADATA_TOPIC, "partitions": [
-            {"partition_index": 0, "error_code": error, "leader_id": self.leader_id, "leader_epoch": self.epoch}]}],
-            "node_endpoints": self._node_endpoints()}
+        return {
+            "error_code": ErrorCode.none,
+            "topics": [
+                {
+                    "topic_name": METADATA_TOPIC,
+                    "partitions": [
+                        {
+                            "partition_index": 0,
+                            "error_code": error,
+                            "leader_id": self.leader_id,
+                            "leader_epoch": self.epoch,
+                        }
+                    ],
+                }
+            ],
+            "node_endpoints": self._node_endpoints(),
+        }
 
     async def handle_fetch(self, req: Any) -> dict[str, Any]:
         replica = int(req.replica_state.replica_id)
         tp = req.topics[0]
         p = tp.partitions[0]
-        part: dict[str, Any] = {"partition_index": 0, "error_code": ErrorCode.none, "high_watermark": self.hw,
-                                "last_stable_offset": self.hw, "log_start_offset": self.log.log_start_offset,
-                                "diverging_epoch": {"epoch": -1, "end_offset": -1},
-                                "current_leader": {"leader_id": self.leader_id, "leader_epoch": self.epoch},
-                                "snapshot_id": {"end_offset": -1, "epoch": -1}, "aborted_transactions": None,
-                                "preferred_read_replica": -1, "records": None}
+        part: dict[str, Any] = {
+            "partition_index": 0,
+            "error_code": ErrorCode.none,
+            "high_watermark": self.hw,
+            "last_stable_offset": self.hw,
+            "log_start_offset": self.log.log_start_offset,
+            "diverging_epoch": {"epoch": -1, "end_offset": -1},
+            "current_leader": {"leader_id": self.leader_id, "leader_epoch": self.epoch},
+            "snapshot_id": {"end_offset": -1, "epoch": -1},
+            "aborted_transactions": None,
+            "preferred_read_replica": -1,
+            "records": None,
+        }
 
         def respond(error: ErrorCode = ErrorCode.none) -> dict[str, Any]:
             part["error_code"] = error
             part["high_watermark"] = self.hw
             part["current_leader"] = {"leader_id": self.leader_id, "leader_epoch": self.epoch}
-            return {"throttle_time": 0, "error_code": ErrorCode.none, "session_id": 0,
-                    "responses": [{"topic_id": METADATA_TOPIC_ID, "partitions": [part]}],
-                    "node_endpoints": self._node_endpoints()}
+            return {
+                "throttle_time": 0,
+                "error_code": ErrorCode.none,
+                "session_id": 0,
+                "responses": [{"topic_id": METADATA_TOPIC_ID, "partitions": [part]}],
+                "node_endpoints": self._node_endpoints(),
+            }
 
         if not self._check_cluster(req.cluster_id):
             out = respond()
@@ -890,8 +1114,9 @@ class KafkaRaftClient:
             if self.role != "leader":
                 return respond(ErrorCode.not_leader_or_follower)
         if offset < self.log.log_end_offset:
-            info = self.log.read(offset, int(p.partition_max_bytes) or FETCH_MAX_BYTES, isolation="log_end",
-                                 min_one_message=True)
+            info = self.log.read(
+                offset, int(p.partition_max_bytes) or FETCH_MAX_BYTES, isolation="log_end", min_one_message=True
+            )
             if info.records is not None:
                 part["records"] = info.records.read()
         self._sent_hw[replica] = self.hw
@@ -900,9 +1125,15 @@ class KafkaRaftClient:
     def handle_fetch_snapshot(self, req: Any) -> dict[str, Any]:
         p = req.topics[0].partitions[0]
         snap = snapshots.SnapshotId(int(p.snapshot_id.end_offset), int(p.snapshot_id.epoch))
-        out: dict[str, Any] = {"index": 0, "error_code": ErrorCode.none, "snapshot_id": {"end_offset": snap.end_offset, "epoch": snap.epoch},
-                               "current_leader": {"leader_id": self.leader_id, "leader_epoch": self.epoch},
-                               "size": 0, "position": int(p.position), "unaligned_records": b""}
+        out: dict[str, Any] = {
+            "index": 0,
+            "error_code": ErrorCode.none,
+            "snapshot_id": {"end_offset": snap.end_offset, "epoch": snap.epoch},
+            "current_leader": {"leader_id": self.leader_id, "leader_epoch": self.epoch},
+            "size": 0,
+            "position": int(p.position),
+            "unaligned_records": b"",
+        }
         path = self.dir / snap.file_name
         if self.role != "leader":
             out["error_code"] = ErrorCode.not_leader_or_follower
@@ -911,29 +1142,52 @@ class KafkaRaftClient:
         else:
             data = path.read_bytes()
             out["size"] = len(data)
-            out["unaligned_records"] = data[int(p.position):int(p.position) + int(req.max_bytes or FETCH_MAX_BYTES)]
-        return {"throttle_time": 0, "error_code": ErrorCode.none,
-                "topics": [{"name": METADATA_TOPIC, "partitions": [out]}], "node_endpoints": self._node_endpoints()}
+            out["unaligned_records"] = data[int(p.position) : int(p.position) + int(req.max_bytes or FETCH_MAX_BYTES)]
+        return {
+            "throttle_time": 0,
+            "error_code": ErrorCode.none,
+            "topics": [{"name": METADATA_TOPIC, "partitions": [out]}],
+            "node_endpoints": self._node_endpoints(),
+        }
 
     def handle_describe_quorum(self, req: Any) -> dict[str, Any]:
-        part: dict[str, Any] = {"partition_index": 0, "error_code": ErrorCode.none, "error_message": None,
-                                "leader_id": self.leader_id, "leader_epoch": self.epoch, "high_watermark": self.hw,
-                                "current_voters": [], "observers": []}
+        part: dict[str, Any] = {
+            "partition_index": 0,
+            "error_code": ErrorCode.none,
+            "error_message": None,
+            "leader_id": self.leader_id,
+            "leader_epoch": self.epoch,
+            "high_watermark": self.hw,
+            "current_voters": [],
+            "observers": [],
+        }
         if self.role != "leader":
             part["error_code"] = ErrorCode.not_leader_or_follower
         else:
+
             def state(node: int, st: ReplicaState) -> dict[str, Any]:
                 leo = self.log.log_end_offset if node == self.node_id else st.log_end_offset
                 now = _now_ms()
-                return {"replica_id": node, "replica_directory_id": _dir_uuid(st.directory_id),
-                        "log_end_offset": leo, "last_fetch_timestamp": now if node == self.node_id else st.last_fetch_ms,
-                        "last_caught_up_timestamp": now if node == self.node_id else st.last_caught_up_ms}
+                return {
+                    "replica_id": node,
+                    "replica_directory_id": _dir_uuid(st.directory_id),
+                    "log_end_offset": leo,
+                    "last_fetch_timestamp": now if node == self.node_id else st.last_fetch_ms,
+                    "last_caught_up_timestamp": now if node == self.node_id else st.last_caught_up_ms,
+                }
+
             part["current_voters"] = [state(v, self._replica(v)) for v in sorted(self.voters)]
             part["observers"] = [state(o, st) for o, st in sorted(self._observers.items()) if o not in self.voters]
-        nodes = [{"node_id": v.node_id, "listeners": [{"name": "CONTROLLER", "host": v.host, "port": v.port}]}
-                 for v in self.voters.values()]
-        return {"error_code": ErrorCode.none, "error_message": None,
-                "topics": [{"topic_name": METADATA_TOPIC, "partitions": [part]}], "nodes": nodes}
+        nodes = [
+            {"node_id": v.node_id, "listeners": [{"name": "CONTROLLER", "host": v.host, "port": v.port}]}
+            for v in self.voters.values()
+        ]
+        return {
+            "error_code": ErrorCode.none,
+            "error_message": None,
+            "topics": [{"topic_name": METADATA_TOPIC, "partitions": [part]}],
+            "nodes": nodes,
+        }
 
     async def add_voter(self, voter_id: int, directory_id: str, host: str, port: int) -> tuple[ErrorCode, str | None]:
         """AddRaftVoter at the leader: the new voter must be a caught-up observer."""
@@ -969,7 +1223,9 @@ class KafkaRaftClient:
     async def _write_voters(self, new: dict[int, Voter]) -> tuple[ErrorCode, str | None]:
         self._pending_voter_change = True
         try:
-            await self.append([mr.VotersRecord(tuple(v.as_tuple() for v in sorted(new.values(), key=lambda x: x.node_id)))])
+            await self.append(
+                [mr.VotersRecord(tuple(v.as_tuple() for v in sorted(new.values(), key=lambda x: x.node_id)))]
+            )
         except KafkaError as exc:
             return ErrorCode.not_leader_or_follower, exc.message
         finally:

@@ -51,8 +51,10 @@ class SnapshotGenerator:
             return
         self._bytes += sum(len(mr.encode(r)) for r in batch.records)
         due = self._bytes >= self.max_bytes or (
-            self.max_interval is not None and self._bytes > 0
-            and time.monotonic() - self._last_snapshot >= self.max_interval)
+            self.max_interval is not None
+            and self._bytes > 0
+            and time.monotonic() - self._last_snapshot >= self.max_interval
+        )
         if due and not self._in_txn:
             self.write(batch.last_offset + 1, batch.epoch)
 

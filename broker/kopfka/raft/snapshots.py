@@ -53,9 +53,8 @@ def encode_snapshot(records: list[mr.MetadataRecord]) -> bytes:
     now = int(time.time() * 1000)
     chunks = []
     for start in range(0, max(len(records), 1), RECORDS_PER_BATCH):
-        part = records[start:start + RECORDS_PER_BATCH] or [mr.NoOpRecord()]
-        chunks.append(encode_batch([Record(i, now, None, mr.encode(r)) for i, r in enumerate(part)],
-                                   base_offset=start))
+        part = records[start : start + RECORDS_PER_BATCH] or [mr.NoOpRecord()]
+        chunks.append(encode_batch([Record(i, now, None, mr.encode(r)) for i, r in enumerate(part)], base_offset=start))
     return b"".join(chunks)
 
 

@@ -53,6 +53,7 @@ def controller_api(key: int) -> Callable[[ControllerHandler], ControllerHandler]
     def reg(fn: ControllerHandler) -> ControllerHandler:
         CONTROLLER_HANDLERS[key] = fn
         return fn
+
     return reg
 
 
@@ -67,7 +68,9 @@ class ControllerConnection(Connection):
                 self.write(encode_response(API_VERSIONS_KEY, 0, corr, body))
                 await self.drain()
                 return True
-            log.warning("Closing controller connection from %s: unsupported request %s v%s", self.peer, api_key, version)
+            log.warning(
+                "Closing controller connection from %s: unsupported request %s v%s", self.peer, api_key, version
+            )
             return False
         schema = load_request_schema(api_key, version)
         header_cls = RequestHeaderV2 if schema.__flexible__ else RequestHeaderV1
@@ -85,8 +88,9 @@ class ControllerNetworkServer(KafkaNetworkServer):
 
     async def start_listener(self, name: str, host: str, port: int) -> tuple[str, int]:
         loop = asyncio.get_running_loop()
-        server = await loop.create_server(lambda: ControllerConnection(self, name), host or "0.0.0.0", port,
-                                          reuse_address=True)
+        server = await loop.create_server(
+            lambda: ControllerConnection(self, name), host or "0.0.0.0", port, reuse_address=True
+        )
         self.servers.append(server)
         sock = server.sockets[0].getsockname()
         self.bound[name] = (sock[0], sock[1])
@@ -95,11 +99,20 @@ class ControllerNetworkServer(KafkaNetworkServer):
 
 
 def _api_versions(error: ErrorCode = ErrorCode.none) -> dict[str, Any]:
-    return {"error_code": error, "throttle_time": 0, "api_keys": [
-        {"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(CONTROLLER_APIS.items())],
-        "supported_features": [{"name": "metadata.version", "min_version": 7, "max_version": 30},
-                               {"name": "kraft.version", "min_version": 0, "max_version": 1}],
-        "finalized_features_epoch": -1, "finalized_features": [], "zk_migration_ready": False}
+    return {
+        "error_code": error,
+        "throttle_time": 0,
+        "api_keys": [
+            {"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(CONTROLLER_APIS.items())
+        ],
+        "supported_features": [
+            {"name": "metadata.version", "min_version": 7, "max_version": 30},
+            {"name": "kraft.version", "min_version": 0, "max_version": 1},
+        ],
+        "finalized_features_epoch": -1,
+        "finalized_features": [],
+        "zk_migration_ready": False,
+    }
 
 
 @controller_api(18)
@@ -162,12 +175,15 @@ async def _h_remove_voter(svc: ControllerServices, v: int, req: Any) -> dict[str
 # --- broker lifecycle RPCs ------------------------------------------------------------------------
 @controller_api(62)
 async def _h_register(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
-    endpoints = tuple(mr.Endpoint(lst.name, lst.host, int(lst.port), SECURITY_PROTOCOLS.get(int(lst.security_protocol), "PLAINTEXT"))
-                      for lst in req.listeners)
+    endpoints = tuple(
+        mr.Endpoint(lst.name, lst.host, int(lst.port), SECURITY_PROTOCOLS.get(int(lst.security_protocol), "PLAINTEXT"))
+        for lst in req.listeners
+    )
     log_dirs = tuple(uuids.to_str(d) for d in getattr(req, "log_dirs", ()) if d is not None)
     try:
-        epoch = await svc.controller.register_broker(int(req.broker_id), str(req.incarnation_id), endpoints, req.rack,
-                                                     log_dirs, req.cluster_id)
+        epoch = await svc.controller.register_broker(
+            int(req.broker_id), str(req.incarnation_id), endpoints, req.rack, log_dirs, req.cluster_id
+        )
         return {"throttle_time": 0, "error_code": ErrorCode.none, "broker_epoch": epoch}
     except KafkaError as exc:
         log.info("BrokerRegistration of %d refused: %s", req.broker_id, exc.message)
@@ -177,14 +193,28 @@ async def _h_register(svc: ControllerServices, v: int, req: Any) -> dict[str, An
 @controller_api(63)
 async def _h_heartbeat(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
     try:
-        res = await svc.controller.broker_heartbeat(int(req.broker_id), int(req.broker_epoch),
-                                                    int(req.current_metadata_offset), bool(req.want_fence),
-                                                    bool(req.want_shut_down))
-        return {"throttle_time": 0, "error_code": ErrorCode.none, "is_caught_up": res.is_caught_up,
-                "is_fenced": res.is_fenced, "should_shut_down": res.should_shutdown}
+        res = await svc.controller.broker_heartbeat(
+            int(req.broker_id),
+            int(req.broker_epoch),
+            int(req.current_metadata_offset),
+            bool(req.want_fence),
+            bool(req.want_shut_down),
+        )
+        return {
+            "throttle_time": 0,
+            "error_code": ErrorCode.none,
+            "is_caught_up": res.is_caught_up,
+            "is_fenced": res.is_fenced,
+            "should_shut_down": res.should_shutdown,
+        }
     except KafkaError as exc:
-        return {"throttle_time": 0, "error_code": exc.code, "is_caught_up": False, "is_fenced": True,
-                "should_shut_down": False}
+        return {
+            "throttle_time": 0,
+            "error_code": exc.code,
+            "is_caught_up": False,
+            "is_fenced": True,
+            "should_shut_down": False,
+        }
 
 
 @controller_api(64)
@@ -207,39 +237,91 @@ async def _h_alloc_pids(svc: ControllerServices, v: int, req: Any) -> dict[str, 
 
 @controller_api(73)
 async def _h_assign_dirs(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
-    wanted = [(uuids.to_str(d.id_), uuids.to_str(t.topic_id), int(p.partition_index))
-              for d in req.directories for t in d.topics for p in t.partitions]
+    wanted = [
+        (uuids.to_str(d.id_), uuids.to_str(t.topic_id), int(p.partition_index))
+        for d in req.directories
+        for t in d.topics
+        for p in t.partitions
+    ]
     try:
         res = await svc.controller.assign_replicas_to_dirs(int(req.broker_id), int(req.broker_epoch), wanted)
     except KafkaError as exc:
         return {"throttle_time": 0, "error_code": exc.code, "directories": []}
-    return {"throttle_time": 0, "error_code": ErrorCode.none, "directories": [
-        {"id_": d.id_, "topics": [{"topic_id": t.topic_id, "partitions": [
-            {"partition_index": p.partition_index,
-             "error_code": res.get((uuids.to_str(t.topic_id), int(p.partition_index)), ErrorCode.none)}
-            for p in t.partitions]} for t in d.topics]} for d in req.directories]}
+    return {
+        "throttle_time": 0,
+        "error_code": ErrorCode.none,
+        "directories": [
+            {
+                "id_": d.id_,
+                "topics": [
+                    {
+                        "topic_id": t.topic_id,
+                        "partitions": [
+                            {
+                                "partition_index": p.partition_index,
+                                "error_code": res.get(
+                                    (uuids.to_str(t.topic_id), int(p.partition_index)), ErrorCode.none
+                                ),
+                            }
+                            for p in t.partitions
+                        ],
+                    }
+                    for t in d.topics
+                ],
+            }
+            for d in req.directories
+        ],
+    }
 
 
 # --- forwarded admin requests -------------------------------------------------------------------
 @controller_api(19)
 async def _h_create_topics(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
-    specs = [CreateTopicSpec(t.name, t.num_partitions, t.replication_factor,
-                             {a.partition_index: list(a.broker_ids) for a in t.assignments} if t.assignments else None,
-                             {c.name: c.value for c in t.configs}) for t in req.topics]
+    specs = [
+        CreateTopicSpec(
+            t.name,
+            t.num_partitions,
+            t.replication_factor,
+            {a.partition_index: list(a.broker_ids) for a in t.assignments} if t.assignments else None,
+            {c.name: c.value for c in t.configs},
+        )
+        for t in req.topics
+    ]
     try:
         results = await svc.controller.create_topics(specs, validate_only=bool(getattr(req, "validate_only", False)))
     except KafkaError as exc:
-        return {"throttle_time": 0, "topics": [{"name": s.name, "error_code": exc.code, "error_message": exc.message,
-                                                 "num_partitions": -1, "replication_factor": -1} for s in specs]}
+        return {
+            "throttle_time": 0,
+            "topics": [
+                {
+                    "name": s.name,
+                    "error_code": exc.code,
+                    "error_message": exc.message,
+                    "num_partitions": -1,
+                    "replication_factor": -1,
+                }
+                for s in specs
+            ],
+        }
     out = []
     for r in results:
         ok = r.error == ErrorCode.none
-        out.append({"name": r.name, "error_code": r.error, "error_message": r.message,
-                    "topic_id": uuids.from_str(r.topic_id) if ok and r.topic_id else uuids.ZERO_UUID,
-                    "num_partitions": r.num_partitions if ok else -1,
-                    "replication_factor": r.replication_factor if ok else -1,
-                    "configs": [{"name": k, "value": val, "read_only": False, "config_source": 1, "is_sensitive": False}
-                                for k, val in r.configs.items()] if ok else None})
+        out.append(
+            {
+                "name": r.name,
+                "error_code": r.error,
+                "error_message": r.message,
+                "topic_id": uuids.from_str(r.topic_id) if ok and r.topic_id else uuids.ZERO_UUID,
+                "num_partitions": r.num_partitions if ok else -1,
+                "replication_factor": r.replication_factor if ok else -1,
+                "configs": [
+                    {"name": k, "value": val, "read_only": False, "config_source": 1, "is_sensitive": False}
+                    for k, val in r.configs.items()
+                ]
+                if ok
+                else None,
+            }
+        )
     return {"throttle_time": 0, "topics": out}
 
 
@@ -250,40 +332,69 @@ async def _h_delete_topics(svc: ControllerServices, v: int, req: Any) -> dict[st
     try:
         results = await svc.controller.delete_topics(names, ids)
     except KafkaError as exc:
-        return {"throttle_time": 0, "responses": [{"name": n, "topic_id": uuids.ZERO_UUID, "error_code": exc.code,
-                                                    "error_message": exc.message} for n in names]}
-    return {"throttle_time": 0, "responses": [
-        {"name": r.name or None, "topic_id": uuids.from_str(r.topic_id) if r.topic_id else uuids.ZERO_UUID,
-         "error_code": r.error, "error_message": r.message} for r in results]}
+        return {
+            "throttle_time": 0,
+            "responses": [
+                {"name": n, "topic_id": uuids.ZERO_UUID, "error_code": exc.code, "error_message": exc.message}
+                for n in names
+            ],
+        }
+    return {
+        "throttle_time": 0,
+        "responses": [
+            {
+                "name": r.name or None,
+                "topic_id": uuids.from_str(r.topic_id) if r.topic_id else uuids.ZERO_UUID,
+                "error_code": r.error,
+                "error_message": r.message,
+            }
+            for r in results
+        ],
+    }
 
 
 @controller_api(37)
 async def _h_create_partitions(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
-    reqs = [(t.name, t.count, [list(a.broker_ids) for a in t.assignments] if t.assignments is not None else None)
-            for t in req.topics]
+    reqs = [
+        (t.name, t.count, [list(a.broker_ids) for a in t.assignments] if t.assignments is not None else None)
+        for t in req.topics
+    ]
     try:
         results = await svc.controller.create_partitions(reqs, validate_only=req.validate_only)
     except KafkaError as exc:
-        return {"throttle_time": 0, "results": [{"name": t[0], "error_code": exc.code, "error_message": exc.message}
-                                                 for t in reqs]}
-    return {"throttle_time": 0, "results": [{"name": r.name, "error_code": r.error, "error_message": r.message}
-                                             for r in results]}
+        return {
+            "throttle_time": 0,
+            "results": [{"name": t[0], "error_code": exc.code, "error_message": exc.message} for t in reqs],
+        }
+    return {
+        "throttle_time": 0,
+        "results": [{"name": r.name, "error_code": r.error, "error_message": r.message} for r in results],
+    }
 
 
 def _config_results(results: list[Any]) -> list[dict[str, Any]]:
-    return [{"error_code": r.error, "error_message": r.message, "resource_type": r.resource_type,
-             "resource_name": r.name} for r in results]
+    return [
+        {"error_code": r.error, "error_message": r.message, "resource_type": r.resource_type, "resource_name": r.name}
+        for r in results
+    ]
 
 
 @controller_api(44)
 async def _h_incremental_alter(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
-    resources = [(int(r.resource_type), r.resource_name, [(c.name, int(c.config_operation), c.value) for c in r.configs])
-                 for r in req.resources]
+    resources = [
+        (int(r.resource_type), r.resource_name, [(c.name, int(c.config_operation), c.value) for c in r.configs])
+        for r in req.resources
+    ]
     try:
         results = await svc.controller.incremental_alter_configs(resources, validate_only=req.validate_only)
     except KafkaError as exc:
-        return {"throttle_time": 0, "responses": [{"error_code": exc.code, "error_message": exc.message,
-                                                    "resource_type": r[0], "resource_name": r[1]} for r in resources]}
+        return {
+            "throttle_time": 0,
+            "responses": [
+                {"error_code": exc.code, "error_message": exc.message, "resource_type": r[0], "resource_name": r[1]}
+                for r in resources
+            ],
+        }
     return {"throttle_time": 0, "responses": _config_results(results)}
 
 
@@ -293,6 +404,11 @@ async def _h_alter(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
     try:
         results = await svc.controller.alter_configs(resources, validate_only=req.validate_only)
     except KafkaError as exc:
-        return {"throttle_time": 0, "responses": [{"error_code": exc.code, "error_message": exc.message,
-                                                    "resource_type": r[0], "resource_name": r[1]} for r in resources]}
+        return {
+            "throttle_time": 0,
+            "responses": [
+                {"error_code": exc.code, "error_message": exc.message, "resource_type": r[0], "resource_name": r[1]}
+                for r in resources
+            ],
+        }
     return {"throttle_time": 0, "responses": _config_results(results)}

@@ -70,8 +70,9 @@ class KRaftNode:
     def controller_ready(self) -> bool:
         """A controller-only node is ready once it is a voter that knows the leader and the log."""
         r = self.raft
-        return r.is_voter and r.leader_id >= 0 and r.high_watermark > 0 and \
-            METADATA_VERSION in self.loader.image.features
+        return (
+            r.is_voter and r.leader_id >= 0 and r.high_watermark > 0 and METADATA_VERSION in self.loader.image.features
+        )
 
     async def close(self) -> None:
         if self.remote is not None:
@@ -97,11 +98,16 @@ async def start_kraft_node(server: KafkaServer, cluster_id: str) -> None:
             boot_voters = rec.voters
     static = {int(v.split("@")[0]): _hostport(v.split("@")[1]) for v in cfg["controller.quorum.voters"]}
     if static and boot_voters:
-        raise StartupError("the metadata dir was formatted with --standalone/--initial-controllers (a dynamic "
-                           "quorum) but controller.quorum.voters is set: use controller.quorum.bootstrap.servers")
+        raise StartupError(
+            "the metadata dir was formatted with --standalone/--initial-controllers (a dynamic "
+            "quorum) but controller.quorum.voters is set: use controller.quorum.bootstrap.servers"
+        )
     local_ep = controller_endpoint(cfg) if cfg.is_controller else None
     raft = KafkaRaftClient(
-        node_id=node_id, cluster_id=cluster_id, metadata_dir=cfg.metadata_log_dir, directory_id=meta.directory_id,
+        node_id=node_id,
+        cluster_id=cluster_id,
+        metadata_dir=cfg.metadata_log_dir,
+        directory_id=meta.directory_id,
         static_voters=static or None,
         bootstrap_servers=[_hostport(b) for b in cfg["controller.quorum.bootstrap.servers"]],
         bootstrap_voters=boot_voters if cfg.is_controller else (),
@@ -112,8 +118,10 @@ async def start_kraft_node(server: KafkaServer, cluster_id: str) -> None:
         election_backoff_max_ms=int(cfg["controller.quorum.election.backoff.max.ms"]),
         retry_backoff_ms=int(cfg["controller.quorum.retry.backoff.ms"]),
         segment_bytes=int(cfg["metadata.log.segment.bytes"]),
-        auto_join=cfg.is_controller and not static
-        and str(cfg.originals.get("controller.quorum.auto.join.enable", "true")).lower() == "true")
+        auto_join=cfg.is_controller
+        and not static
+        and str(cfg.originals.get("controller.quorum.auto.join.enable", "true")).lower() == "true",
+    )
     if static and cfg.is_controller and node_id not in static:
         raise StartupError(f"node.id {node_id} is a controller but is not in controller.quorum.voters")
     loader = MetadataLoader("broker" if cfg.is_broker else "controller")
@@ -122,20 +130,25 @@ async def start_kraft_node(server: KafkaServer, cluster_id: str) -> None:
     server.kraft = node
     server.loader = loader
     node.snapshotter = SnapshotGenerator(
-        raft, max_bytes=int(cfg["metadata.log.max.record.bytes.between.snapshots"]),
-        max_interval_ms=int(cfg["metadata.log.max.snapshot.interval.ms"]))
+        raft,
+        max_bytes=int(cfg["metadata.log.max.record.bytes.between.snapshots"]),
+        max_interval_ms=int(cfg["metadata.log.max.snapshot.interval.ms"]),
+    )
     raft.register(node.snapshotter)
     if cfg.is_controller:
         node.controller = QuorumController(raft, node_id=node_id, cluster_id=cluster_id, static_config=cfg.values)
         node.controller.bootstrap_records = boot
         node.controller_server = ControllerNetworkServer(
-            ControllerServices(node_id, cluster_id, raft, node.controller), int(cfg["socket.request.max.bytes"]))
+            ControllerServices(node_id, cluster_id, raft, node.controller), int(cfg["socket.request.max.bytes"])
+        )
         for lst in cfg.listeners:
             if lst.name in cfg.controller_listener_names:
                 try:
                     await node.controller_server.start_listener(lst.name, lst.host, lst.port)
                 except OSError as exc:
-                    raise StartupError(f"cannot bind the controller listener {lst.name} on {lst.host}:{lst.port}: {exc}") from exc
+                    raise StartupError(
+                        f"cannot bind the controller listener {lst.name} on {lst.host}:{lst.port}: {exc}"
+                    ) from exc
     raft.start()
     if not cfg.is_broker:
         log.info("[KafkaServer id=%d] controller started (cluster id %s)", node_id, cluster_id)
@@ -162,29 +175,47 @@ async def _start_broker(server: KafkaServer, node: KRaftNode, cluster_id: str) -
     node_id = server.node_id
     loader, raft = node.loader, node.raft
     server.scheduler.bind(asyncio.get_running_loop())
-    server.log_manager = LogManager(cfg.log_dirs, make_config_for(cfg, loader), scheduler=server.scheduler)
+    server.log_manager = LogManager(
+        cfg.log_dirs, make_config_for(cfg, loader), scheduler=server.scheduler, server_config=cfg.values
+    )
     server.log_manager.lock_dirs()
     await asyncio.to_thread(server.log_manager.load_logs)
     reg_timeout = int(cfg["initial.broker.registration.timeout.ms"]) / 1000
-    node.remote = RemoteController(raft, node_id=node_id, cluster_id=cluster_id, image=lambda: loader.image,
-                                   timeout_s=max(5.0, int(cfg["request.timeout.ms"]) / 1000))
+    node.remote = RemoteController(
+        raft,
+        node_id=node_id,
+        cluster_id=cluster_id,
+        image=lambda: loader.image,
+        timeout_s=max(5.0, int(cfg["request.timeout.ms"]) / 1000),
+    )
     remote = node.remote
     server.replica_manager = ReplicaManager(node_id, server.log_manager)
     services = BrokerServices(
-        config=cfg, node_id=node_id, cluster_id=cluster_id, metadata=loader, controller=remote,
-        replica_manager=server.replica_manager, log_manager=server.log_manager,
+        config=cfg,
+        node_id=node_id,
+        cluster_id=cluster_id,
+        metadata=loader,
+        controller=remote,
+        replica_manager=server.replica_manager,
+        log_manager=server.log_manager,
         fetch_sessions=FetchSessionCache(int(cfg["max.incremental.fetch.session.cache.slots"])),
-        producer_ids=ProducerIdManager(lambda: remote.allocate_producer_ids(
-            node_id, server.lifecycle.broker_epoch if server.lifecycle else -1)),
+        producer_ids=ProducerIdManager(
+            lambda: remote.allocate_producer_ids(node_id, server.lifecycle.broker_epoch if server.lifecycle else -1)
+        ),
     )
     endpoints = tuple(mr.Endpoint(lst.name, lst.host, lst.port) for lst in cfg.advertised_listeners)
     server.lifecycle = BrokerLifecycleManager(
-        node_id, cluster_id, remote, endpoints=endpoints, rack=cfg["broker.rack"],
+        node_id,
+        cluster_id,
+        remote,
+        endpoints=endpoints,
+        rack=cfg["broker.rack"],
         log_dirs=tuple(m.directory_id for m in meta_properties.verify(cfg.log_dirs, node_id).values()),
         metadata_offset=lambda: loader.last_applied_offset,
         heartbeat_interval_ms=int(cfg["broker.heartbeat.interval.ms"]),
         registration_timeout_ms=int(cfg["initial.broker.registration.timeout.ms"]),
-        ready_to_unfence=False)
+        ready_to_unfence=False,
+    )
     services.lifecycle = server.lifecycle
     server.log_manager.broker_epoch = -1
     # STARTING: register with the active controller (bounded by initial.broker.registration.timeout.ms)
@@ -199,9 +230,17 @@ async def _start_broker(server: KafkaServer, node: KRaftNode, cluster_id: str) -
     except RegistrationError as exc:
         raise StartupError(str(exc)) from exc
     # catch-up gate: replay the metadata log up to the high watermark before publishing
-    await _wait(lambda: raft.leader_id >= 0 and raft.high_watermark > 0
-                and loader.last_applied_offset >= raft.high_watermark - 1
-                and METADATA_VERSION in loader.image.features, "the metadata log to catch up", reg_timeout, node)
+    await _wait(
+        lambda: (
+            raft.leader_id >= 0
+            and raft.high_watermark > 0
+            and loader.last_applied_offset >= raft.high_watermark - 1
+            and METADATA_VERSION in loader.image.features
+        ),
+        "the metadata log to catch up",
+        reg_timeout,
+        node,
+    )
     log.info("[KafkaServer id=%d] caught up with the metadata log at offset %d", node_id, loader.last_applied_offset)
     server._install_publishers(loader, services)
     server.lifecycle.set_ready_to_unfence()

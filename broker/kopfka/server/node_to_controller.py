@@ -41,9 +41,16 @@ def _errors_in(resp: Any) -> Iterable[ErrorCode]:
 
 
 class RemoteController:
-    def __init__(self, raft: KafkaRaftClient, *, node_id: int, cluster_id: str,
-                 image: Callable[[], MetadataImage] | None = None, timeout_s: float = 30.0,
-                 retry_backoff_s: float = 0.05) -> None:
+    def __init__(
+        self,
+        raft: KafkaRaftClient,
+        *,
+        node_id: int,
+        cluster_id: str,
+        image: Callable[[], MetadataImage] | None = None,
+        timeout_s: float = 30.0,
+        retry_backoff_s: float = 0.05,
+    ) -> None:
         self.raft = raft
         self.node_id = node_id
         self.cluster_id = cluster_id
@@ -57,10 +64,19 @@ class RemoteController:
         last: str = "no active controller known"
         while True:
             ep = self.raft.leader_endpoint() if self.raft.leader_id >= 0 else None
+            if ep is None and self.raft.leader_id >= 0:
+                last = f"no endpoint known for controller {self.raft.leader_id}"
             if ep is not None:
                 try:
-                    resp = await self.peers.request(ep[0], ep[1], api_key, version, body, purpose="controller",
-                                                    timeout=max(0.5, deadline - time.monotonic()))
+                    resp = await self.peers.request(
+                        ep[0],
+                        ep[1],
+                        api_key,
+                        version,
+                        body,
+                        purpose="controller",
+                        timeout=max(0.5, deadline - time.monotonic()),
+                    )
                     codes = set(_errors_in(resp))
                     if not codes & RETRIABLE:
                         return resp
@@ -83,19 +99,38 @@ class RemoteController:
         await self.peers.close()
 
     # --- admin requests (forwarded) --------------------------------------------------------------
-    async def create_topics(self, specs: list[CreateTopicSpec], *, validate_only: bool = False) -> list[CreateTopicResult]:
-        body = {"timeout": int(self.timeout * 1000), "validate_only": validate_only, "topics": [
-            {"name": s.name, "num_partitions": s.num_partitions, "replication_factor": s.replication_factor,
-             "assignments": [{"partition_index": p, "broker_ids": b} for p, b in (s.assignments or {}).items()],
-             "configs": [{"name": k, "value": v} for k, v in s.configs.items()]} for s in specs]}
+    async def create_topics(
+        self, specs: list[CreateTopicSpec], *, validate_only: bool = False
+    ) -> list[CreateTopicResult]:
+        body = {
+            "timeout": int(self.timeout * 1000),
+            "validate_only": validate_only,
+            "topics": [
+                {
+                    "name": s.name,
+                    "num_partitions": s.num_partitions,
+                    "replication_factor": s.replication_factor,
+                    "assignments": [{"partition_index": p, "broker_ids": b} for p, b in (s.assignments or {}).items()],
+                    "configs": [{"name": k, "value": v} for k, v in s.configs.items()],
+                }
+                for s in specs
+            ],
+        }
         resp = await self._call(19, 7, body)
         out = []
         for t in resp.topics:
             ok = t.error_code == ErrorCode.none
-            out.append(CreateTopicResult(t.name, t.error_code, t.error_message,
-                                         uuids.to_str(t.topic_id) if ok and t.topic_id else None,
-                                         t.num_partitions, t.replication_factor,
-                                         {c.name: c.value for c in (t.configs or ())}))
+            out.append(
+                CreateTopicResult(
+                    t.name,
+                    t.error_code,
+                    t.error_message,
+                    uuids.to_str(t.topic_id) if ok and t.topic_id else None,
+                    t.num_partitions,
+                    t.replication_factor,
+                    {c.name: c.value for c in (t.configs or ())},
+                )
+            )
         created = {r.name for r in out if r.error == ErrorCode.none}
         if created and not validate_only:
             await self._await_image(lambda img: created <= set(img.topics_by_name))
@@ -105,58 +140,118 @@ class RemoteController:
         topics = [{"name": n, "topic_id": uuids.ZERO_UUID} for n in names if n is not None]
         topics += [{"name": None, "topic_id": uuids.from_str(t)} for t in ids if t is not None]
         resp = await self._call(20, 6, {"timeout": int(self.timeout * 1000), "topics": topics})
-        out = [ResultEntry(r.name or "", r.error_code, r.error_message,
-                           uuids.to_str(r.topic_id) if r.topic_id and r.topic_id.int else None) for r in resp.responses]
+        out = [
+            ResultEntry(
+                r.name or "",
+                r.error_code,
+                r.error_message,
+                uuids.to_str(r.topic_id) if r.topic_id and r.topic_id.int else None,
+            )
+            for r in resp.responses
+        ]
         gone = {r.topic_id for r in out if r.error == ErrorCode.none and r.topic_id}
         if gone:
             await self._await_image(lambda img: not gone & set(img.topics_by_id))
         return out
 
-    async def create_partitions(self, requests: list[tuple[str, int, list[list[int]] | None]], *,
-                                validate_only: bool = False) -> list[ResultEntry]:
-        body = {"timeout": int(self.timeout * 1000), "validate_only": validate_only, "topics": [
-            {"name": n, "count": c, "assignments": None if a is None else [{"broker_ids": b} for b in a]}
-            for n, c, a in requests]}
+    async def create_partitions(
+        self, requests: list[tuple[str, int, list[list[int]] | None]], *, validate_only: bool = False
+    ) -> list[ResultEntry]:
+        body = {
+            "timeout": int(self.timeout * 1000),
+            "validate_only": validate_only,
+            "topics": [
+                {"name": n, "count": c, "assignments": None if a is None else [{"broker_ids": b} for b in a]}
+                for n, c, a in requests
+            ],
+        }
         resp = await self._call(37, 3, body)
         return [ResultEntry(r.name, r.error_code, r.error_message) for r in resp.results]
 
-    async def incremental_alter_configs(self, resources: list[tuple[int, str, list[tuple[str, int, str | None]]]], *,
-                                        validate_only: bool = False) -> list[ResultEntry]:
-        body = {"validate_only": validate_only, "resources": [
-            {"resource_type": t, "resource_name": n,
-             "configs": [{"name": k, "config_operation": op, "value": v} for k, op, v in ops]} for t, n, ops in resources]}
+    async def incremental_alter_configs(
+        self, resources: list[tuple[int, str, list[tuple[str, int, str | None]]]], *, validate_only: bool = False
+    ) -> list[ResultEntry]:
+        body = {
+            "validate_only": validate_only,
+            "resources": [
+                {
+                    "resource_type": t,
+                    "resource_name": n,
+                    "configs": [{"name": k, "config_operation": op, "value": v} for k, op, v in ops],
+                }
+                for t, n, ops in resources
+            ],
+        }
         resp = await self._call(44, 1, body)
-        return [ResultEntry(r.resource_name, r.error_code, r.error_message, resource_type=r.resource_type)
-                for r in resp.responses]
+        return [
+            ResultEntry(r.resource_name, r.error_code, r.error_message, resource_type=r.resource_type)
+            for r in resp.responses
+        ]
 
-    async def alter_configs(self, resources: list[tuple[int, str, dict[str, str | None]]], *,
-                            validate_only: bool = False) -> list[ResultEntry]:
-        body = {"validate_only": validate_only, "resources": [
-            {"resource_type": t, "resource_name": n, "configs": [{"name": k, "value": v} for k, v in vals.items()]}
-            for t, n, vals in resources]}
+    async def alter_configs(
+        self, resources: list[tuple[int, str, dict[str, str | None]]], *, validate_only: bool = False
+    ) -> list[ResultEntry]:
+        body = {
+            "validate_only": validate_only,
+            "resources": [
+                {"resource_type": t, "resource_name": n, "configs": [{"name": k, "value": v} for k, v in vals.items()]}
+                for t, n, vals in resources
+            ],
+        }
         resp = await self._call(33, 2, body)
-        return [ResultEntry(r.resource_name, r.error_code, r.error_message, resource_type=r.resource_type)
-                for r in resp.responses]
+        return [
+            ResultEntry(r.resource_name, r.error_code, r.error_message, resource_type=r.resource_type)
+            for r in resp.responses
+        ]
 
     # --- lifecycle RPCs -----------------------------------------------------------------------------
-    async def register_broker(self, broker_id: int, incarnation_id: str, endpoints: tuple[mr.Endpoint, ...],
-                              rack: str | None, log_dirs: tuple[str, ...], cluster_id: str) -> int:
-        body = {"broker_id": broker_id, "cluster_id": cluster_id, "incarnation_id": uuid.UUID(incarnation_id),
-                "listeners": [{"name": e.name, "host": e.host, "port": e.port,
-                               "security_protocol": SECURITY_PROTOCOL_IDS.get(e.security_protocol, 0)} for e in endpoints],
-                "features": [{"name": "metadata.version", "min_supported_version": 7, "max_supported_version": 30},
-                             {"name": "kraft.version", "min_supported_version": 0, "max_supported_version": 1}],
-                "rack": rack, "is_migrating_zk_broker": False,
-                "log_dirs": [uuids.from_str(d) for d in log_dirs if d], "previous_broker_epoch": -1}
+    async def register_broker(
+        self,
+        broker_id: int,
+        incarnation_id: str,
+        endpoints: tuple[mr.Endpoint, ...],
+        rack: str | None,
+        log_dirs: tuple[str, ...],
+        cluster_id: str,
+    ) -> int:
+        body = {
+            "broker_id": broker_id,
+            "cluster_id": cluster_id,
+            "incarnation_id": uuid.UUID(incarnation_id),
+            "listeners": [
+                {
+                    "name": e.name,
+                    "host": e.host,
+                    "port": e.port,
+                    "security_protocol": SECURITY_PROTOCOL_IDS.get(e.security_protocol, 0),
+                }
+                for e in endpoints
+            ],
+            "features": [
+                {"name": "metadata.version", "min_supported_version": 7, "max_supported_version": 30},
+                {"name": "kraft.version", "min_supported_version": 0, "max_supported_version": 1},
+            ],
+            "rack": rack,
+            "is_migrating_zk_broker": False,
+            "log_dirs": [uuids.from_str(d) for d in log_dirs if d],
+            "previous_broker_epoch": -1,
+        }
         resp = await self._call(62, 4, body, timeout=5.0)
         if resp.error_code != ErrorCode.none:
             raise KafkaError(resp.error_code, _registration_message(resp.error_code, broker_id))
         return int(resp.broker_epoch)
 
-    async def broker_heartbeat(self, broker_id: int, broker_epoch: int, current_metadata_offset: int,
-                               want_fence: bool, want_shutdown: bool) -> HeartbeatResult:
-        body = {"broker_id": broker_id, "broker_epoch": broker_epoch, "current_metadata_offset": current_metadata_offset,
-                "want_fence": want_fence, "want_shut_down": want_shutdown, "offline_log_dirs": []}
+    async def broker_heartbeat(
+        self, broker_id: int, broker_epoch: int, current_metadata_offset: int, want_fence: bool, want_shutdown: bool
+    ) -> HeartbeatResult:
+        body = {
+            "broker_id": broker_id,
+            "broker_epoch": broker_epoch,
+            "current_metadata_offset": current_metadata_offset,
+            "want_fence": want_fence,
+            "want_shut_down": want_shutdown,
+            "offline_log_dirs": [],
+        }
         resp = await self._call(63, 1, body, timeout=5.0)
         if resp.error_code != ErrorCode.none:
             raise KafkaError(resp.error_code, f"heartbeat refused: {resp.error_code.name}")
@@ -173,25 +268,43 @@ class RemoteController:
             raise KafkaError(resp.error_code, f"AllocateProducerIds failed: {resp.error_code.name}")
         return int(resp.producer_id_start), int(resp.producer_id_len)
 
-    async def assign_replicas_to_dirs(self, broker_id: int, broker_epoch: int,
-                                      assignments: list[tuple[str, str, int]]) -> dict[tuple[str, int], ErrorCode]:
+    async def assign_replicas_to_dirs(
+        self, broker_id: int, broker_epoch: int, assignments: list[tuple[str, str, int]]
+    ) -> dict[tuple[str, int], ErrorCode]:
         by_dir: dict[str, dict[str, list[int]]] = {}
         for d, t, p in assignments:
             by_dir.setdefault(d, {}).setdefault(t, []).append(p)
-        body = {"broker_id": broker_id, "broker_epoch": broker_epoch, "directories": [
-            {"id_": uuids.from_str(d), "topics": [{"topic_id": uuids.from_str(t), "partitions": [
-                {"partition_index": p} for p in ps]} for t, ps in topics.items()]} for d, topics in by_dir.items()]}
+        body = {
+            "broker_id": broker_id,
+            "broker_epoch": broker_epoch,
+            "directories": [
+                {
+                    "id_": uuids.from_str(d),
+                    "topics": [
+                        {"topic_id": uuids.from_str(t), "partitions": [{"partition_index": p} for p in ps]}
+                        for t, ps in topics.items()
+                    ],
+                }
+                for d, topics in by_dir.items()
+            ],
+        }
         resp = await self._call(73, 0, body)
         if resp.error_code != ErrorCode.none:
             raise KafkaError(resp.error_code, resp.error_code.name)
-        return {(uuids.to_str(t.topic_id), int(p.partition_index)): p.error_code
-                for d in resp.directories for t in d.topics for p in t.partitions}
+        return {
+            (uuids.to_str(t.topic_id), int(p.partition_index)): p.error_code
+            for d in resp.directories
+            for t in d.topics
+            for p in t.partitions
+        }
 
 
 def _registration_message(code: ErrorCode, broker_id: int) -> str:
     if code == ErrorCode.duplicate_broker_registration:
-        return (f"duplicate node id: another broker with node.id {broker_id} is registered and still "
-                "heartbeating (give each node its own node.id)")
+        return (
+            f"duplicate node id: another broker with node.id {broker_id} is registered and still "
+            "heartbeating (give each node its own node.id)"
+        )
     if code == ErrorCode.inconsistent_cluster_id:
         return "cluster id mismatch: this node's log dirs were formatted for another cluster than the controllers'"
     return f"registration refused: {code.name}"
