@@ -467,6 +467,12 @@ class QuorumController:
                 await self._write(records)
             b = self.image.brokers[broker_id]
             should_shutdown = want_shutdown and not self._leads_anything(broker_id)
+            if should_shutdown and not b.fenced:
+                # Controlled shutdown is complete: fence the broker now, so that its next
+                # incarnation can register at once instead of waiting out the old session.
+                await self._write([mr.BrokerRegistrationChangeRecord(broker_id, broker_epoch, fenced=True)])
+                self._last_heartbeat.pop(broker_id, None)
+                b = self.image.brokers[broker_id]
             return HeartbeatResult(caught_up, b.fenced, should_shutdown)
 
     def _leads_anything(self, broker_id: int) -> bool:
