@@ -25,6 +25,9 @@ SERVER_CONFIG = (
     .define("controller.listener.names", "list", [], read_only=True)
     .define("controller.quorum.voters", "list", [], read_only=True)
     .define("controller.quorum.bootstrap.servers", "list", [], read_only=True)
+    .define("controller.quorum.auto.join.enable", "boolean", True,
+            doc="A controller that is not a voter adds itself to the quorum once caught up (KIP-853). "
+                "Kafka's default is false; kopfka's operator grows the controller set this way.")
     .define("controller.quorum.election.timeout.ms", "int", 1000, validator=at_least(0))
     .define("controller.quorum.fetch.timeout.ms", "int", 2000, validator=at_least(0))
     .define("controller.quorum.election.backoff.max.ms", "int", 1000, validator=at_least(0))
@@ -133,6 +136,9 @@ SERVER_CONFIG = (
     .define("group.coordinator.rebalance.protocols", "list", ["classic", "consumer", "streams"])
     .define("group.consumer.session.timeout.ms", "int", 45000)
     .define("group.consumer.heartbeat.interval.ms", "int", 5000)
+    .define("group.consumer.assignors", "list", ["uniform", "range"])
+    .define("offset.metadata.max.bytes", "int", 4096, validator=at_least(0))
+    .define("offsets.commit.timeout.ms", "int", 5000, validator=at_least(1))
     .define("transaction.state.log.num.partitions", "int", 50, validator=at_least(1))
     .define("transaction.state.log.replication.factor", "short", 3, validator=at_least(1))
     .define("transaction.state.log.min.isr", "int", 2, validator=at_least(1))

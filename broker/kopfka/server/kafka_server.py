@@ -147,6 +147,7 @@ class KafkaServer:
         from kopfka.coordinator.group import GroupCoordinator  # consumer groups + offsets (after the replicas)
 
         services.group_coordinator = GroupCoordinator(services)
+        self.group_coordinator = services.group_coordinator
         loader.install_publishers([services.group_coordinator])
 
     async def shutdown(self) -> None:
@@ -157,6 +158,9 @@ class KafkaServer:
             await self.network.close()
         if self.lifecycle is not None:
             await self.lifecycle.close()
+        group_coordinator = getattr(self, "group_coordinator", None)
+        if group_coordinator is not None:
+            group_coordinator.shutdown()
         if self.replica_manager is not None:
             self.replica_manager.shutdown()
         await asyncio.to_thread(self.scheduler.shutdown)

@@ -127,8 +127,8 @@ class ConsumerProtocol:
     # --- configuration ------------------------------------------------------------------------------
     def _assignors(self) -> list[str]:
         raw = self.coord.config("group.consumer.assignors", "uniform,range")
-        names = []
-        for n in str(raw).split(","):
+        names: list[str] = []
+        for n in (raw if isinstance(raw, list) else str(raw).split(",")):
             n = n.strip().rsplit(".", 1)[-1].lower().replace("assignor", "")
             n = {"uniform": "uniform", "range": "range"}.get(n, n)
             if n in ASSIGNORS and n not in names:
