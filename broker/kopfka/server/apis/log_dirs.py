@@ -65,7 +65,7 @@ async def handle_describe_log_dirs(ctx: RequestContext, req: Any) -> dict[str, A
             )
             continue
         in_dir: dict[str, list[dict[str, Any]]] = by_dir[d] if d in by_dir else {}
-        topics = [
+        topics: list[dict[str, Any]] = [
             {"name": name, "partitions": sorted(parts, key=lambda x: int(x["partition_index"]))}
             for name, parts in sorted(in_dir.items())
         ]
