@@ -103,3 +103,16 @@ def test_sink_delivery_failure_fails_task_with_broker_error(spark: Any, bootstra
     with pytest.raises(Exception, match=r"(?s)delivery failed.*MSG_SIZE_TOO_LARGE"):
         df.write.format("kopfka").mode("append").option("kafka.bootstrap.servers", bootstrap) \
             .option("topic", topic).save()
+
+
+@pytest.mark.xfail(reason="kopfka broker bug: librdkafka's all-topics MetadataRequest v13 (as sent "
+                   "by AdminClient.list_topics()) is rejected with '3 unexpected trailing bytes' "
+                   "and the connection closed", strict=False)
+def test_subscribe_pattern(spark: Any, bootstrap: str) -> None:
+    stem = unique_topic("pat")
+    a, b = create_topic(bootstrap, f"{stem}-a"), create_topic(bootstrap, f"{stem}-b")
+    other = create_topic(bootstrap, f"x{stem}-c")
+    for t in (a, b, other):
+        produce(bootstrap, t, ({"value": t.encode()} for _ in range(3)))
+    rows = _source(spark, bootstrap, subscribePattern=f"{stem}-.*").collect()
+    assert sorted(r.topic for r in rows) == [a] * 3 + [b] * 3
