@@ -62,9 +62,7 @@ def _pool(rnd: random.Random, text_only: bool) -> bytes:
         noise = base64.b64encode(rnd.randbytes(POOL_HALF * 3 // 4))[:POOL_HALF]
     else:
         noise = rnd.randbytes(POOL_HALF)
-    words = [
-        bytes(rnd.choices(b"abcdefghijklmnopqrstuvwxyz", k=rnd.randint(2, 9))) for _ in range(64)
-    ]
+    words = [bytes(rnd.choices(b"abcdefghijklmnopqrstuvwxyz", k=rnd.randint(2, 9))) for _ in range(64)]
     text = bytearray()
     while len(text) < POOL_HALF:
         text += b" ".join(rnd.choices(words, k=256)) + b". "
@@ -141,18 +139,14 @@ class Checker:
     nbytes: int = 0
     last_ts: int = -1
 
-    def __call__(
-        self, offset: int, key: bytes | None, value: bytes | None, headers: list, ts: int
-    ) -> None:
+    def __call__(self, offset: int, key: bytes | None, value: bytes | None, headers: list, ts: int) -> None:
         j = self.count
         assert offset == j, f"{self.topic}: record #{j} came back at offset {offset}"
         assert j < len(self.exp.full), f"{self.topic}: extra record at offset {offset}"
         if self.exp.ts_range is not None:
             lo, hi = self.exp.ts_range
             assert lo <= ts <= hi, f"{self.topic}@{offset}: timestamp {ts} outside [{lo}, {hi}]"
-            assert ts >= self.last_ts, (
-                f"{self.topic}@{offset}: timestamp went back {self.last_ts}->{ts}"
-            )
+            assert ts >= self.last_ts, f"{self.topic}@{offset}: timestamp went back {self.last_ts}->{ts}"
             self.last_ts = ts
             ts_for_digest = 0
         else:
@@ -166,16 +160,12 @@ class Checker:
             )
         else:
             got = kv_digest(key, value, ts_for_digest)
-            assert got == self.exp.kv[j], (
-                f"{self.topic}@{offset}: key/value/timestamp differ (ts={ts})"
-            )
+            assert got == self.exp.kv[j], f"{self.topic}@{offset}: key/value/timestamp differ (ts={ts})"
         self.count += 1
         self.nbytes += len(value or b"")
 
     def done(self) -> None:
-        assert self.count == len(self.exp.full), (
-            f"{self.topic}: read {self.count} of {len(self.exp.full)}"
-        )
+        assert self.count == len(self.exp.full), f"{self.topic}: read {self.count} of {len(self.exp.full)}"
 
 
 def _expect(client: str, codec: str, *, text_only: bool = False) -> tuple[list[Rec], Expected]:
@@ -416,12 +406,7 @@ def kcat_produce(bootstrap: str, topic: str, codec: str, recs: list[Rec], tmp: P
     src = tmp / f"{topic}.txt"
     with open(src, "wb") as f:
         for r in recs:
-            assert (
-                r.key is not None
-                and b"\t" not in r.key
-                and b"\n" not in r.value
-                and b"\t" not in r.value
-            )
+            assert r.key is not None and b"\t" not in r.key and b"\n" not in r.value and b"\t" not in r.value
             f.write(r.key + b"\t" + r.value + b"\n")
     hdrs: list[str] = []
     for name, hv in recs[0].headers:
@@ -454,9 +439,7 @@ def kcat_produce(bootstrap: str, topic: str, codec: str, recs: list[Rec], tmp: P
     assert b"Delivery failed" not in res.stderr, res.stderr.decode(errors="replace")[-2000:]
 
 
-def kcat_consume(
-    bootstrap: str, topic: str, check: Callable[..., None], n: int, *, with_headers: bool
-) -> None:
+def kcat_consume(bootstrap: str, topic: str, check: Callable[..., None], n: int, *, with_headers: bool) -> None:
     """Binary-safe: '%o %T %K %S[ %h]\\n' then exactly K key bytes and S value bytes."""
     fmt = "%o %T %K %S %h\\n%k%s" if with_headers else "%o %T %K %S\\n%k%s"
     res = subprocess.run(
@@ -604,7 +587,13 @@ def test_confluent_idempotent_produce_across_broker_restart(how: str, tmp_path: 
     """
     from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
-    k = KopfkaProcess(tmp_path / "data", overrides={"num.partitions": "1"}).start()
+    overrides = {
+        "num.partitions": "1",
+        # quick re-registration after a restart (the default 9 s session is not under test here)
+        "broker.session.timeout.ms": "2000",
+        "broker.heartbeat.interval.ms": "300",
+    }
+    k = KopfkaProcess(tmp_path / "data", overrides=overrides).start()
     try:
         p = Producer(
             {
@@ -695,9 +684,6 @@ def test_confluent_idempotent_produce_across_broker_restart(how: str, tmp_path: 
         assert not dups, f"{len(dups)} duplicated sequence numbers, e.g. {dups[:5]}"
         assert seen == list(range(sent)), "records missing or out of order"
         assert offsets == list(range(sent))
-        print(
-            f"\n[idempotence/{how}] {sent} records, restarts after {sent_at_restart}: "
-            "each exactly once, in order"
-        )
+        print(f"\n[idempotence/{how}] {sent} records, restarts after {sent_at_restart}: each exactly once, in order")
     finally:
         k.kill()
