@@ -649,7 +649,9 @@ def test_confluent_idempotent_produce_across_broker_restart(how: str, tmp_path: 
                 k.kill()
             time.sleep(0.3)
             k.start()
-        time.sleep(1.0)
+        deadline = time.monotonic() + 30  # until production resumed after the last restart
+        while sent < sent_at_restart[-1] + 2000 and time.monotonic() < deadline:
+            time.sleep(0.1)
         stop.set()
         t.join(10)
         assert p.flush(90) == 0, "producer did not drain"
