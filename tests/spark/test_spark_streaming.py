@@ -106,3 +106,24 @@ def test_restart_from_checkpoint_while_producing_is_exactly_once(
     values = [int(r.value) for r in spark.read.parquet(str(out)).select("value").collect()]
     assert len(values) == total, f"{len(values)} rows for {total} records"
     assert sorted(values) == list(range(total))
+
+
+def test_stream_topic_to_topic(spark: Any, bootstrap: str, tmp_path: Path) -> None:
+    """Streaming write: every record of the source topic lands in the target, with its key."""
+    from spark_testlib import consume_all
+
+    src = create_topic(bootstrap, unique_topic("s2t-in"), partitions=2)
+    dst = create_topic(bootstrap, unique_topic("s2t-out"), partitions=3)
+    produce(bootstrap, src, ({"value": f"v{i}".encode(), "key": f"k{i}".encode(),
+                              "headers": [("n", str(i).encode())]} for i in range(120)))
+    q = (_stream(spark, bootstrap, subscribe=src, startingOffsets="earliest",
+                 includeHeaders="true", maxOffsetsPerTrigger="50")
+         .selectExpr("key", "upper(CAST(value AS STRING)) AS value", "headers")
+         .writeStream.format("kopfka").option("kafka.bootstrap.servers", bootstrap)
+         .option("topic", dst).option("checkpointLocation", str(tmp_path / "ckpt"))
+         .trigger(availableNow=True).start())
+    assert q.awaitTermination(180)
+    assert q.exception() is None
+    out = consume_all(bootstrap, dst, [0, 1, 2])
+    assert sorted((m.key(), m.value(), tuple(m.headers() or ())) for m in out) == sorted(
+        (f"k{i}".encode(), f"V{i}".encode(), (("n", str(i).encode()),)) for i in range(120))
