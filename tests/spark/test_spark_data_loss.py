@@ -32,6 +32,9 @@ def test_batch_read_below_log_start(spark: Any, bootstrap: str) -> None:
     rows = _read(spark, bootstrap, subscribe=topic, startingOffsets=start,
                  failOnDataLoss="false").collect()
     assert sorted(r.offset for r in rows) == list(range(40, 100))
+    # A range entirely below the log start offset is empty when skipping ahead.
+    assert _read(spark, bootstrap, subscribe=topic, startingOffsets=start, failOnDataLoss="false",
+                 endingOffsets=json.dumps({topic: {"0": 20}})).count() == 0
     # "earliest" is the log start offset: not data loss.
     assert _read(spark, bootstrap, subscribe=topic).count() == 60
 

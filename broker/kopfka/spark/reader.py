@@ -268,11 +268,11 @@ class KopfkaBatchReader(DataSourceReader):
             return []
         start = meta.resolve(self.opts.starting, tps, role="starting")
         end = meta.resolve(self.opts.ending, tps, role="ending")
-        start = check_data_loss(self.opts, start, meta.list_offsets(tps, "earliest"))
         backwards = [f"{t}-{p} ({start[(t, p)]} > {end[(t, p)]})" for t, p in tps
                      if start[(t, p)] > end[(t, p)]]
         if backwards:
             raise ValueError(f"starting offset is after ending offset for {', '.join(backwards)}")
+        start = check_data_loss(self.opts, start, meta.list_offsets(tps, "earliest"))
         return plan_partitions(self.opts, ranges_between(start, end))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
