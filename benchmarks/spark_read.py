@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -136,6 +137,8 @@ def main() -> None:
         spark.stop()
     finally:
         broker.kill()
+        if args.data_dir is None:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
