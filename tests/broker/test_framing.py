@@ -43,3 +43,22 @@ def test_limits() -> None:
         feed_receiver(FrameReceiver(100), frame(b"x" * 101), [1000])
     with pytest.raises(FrameError):
         feed_receiver(FrameReceiver(100), struct.pack(">i", -5), [1000])
+
+
+def test_trailing_bytes_after_the_body_are_tolerated() -> None:
+    """librdkafka 2.16's all-topics MetadataRequest v13, captured on the wire: Kafka ignores the
+    bytes its schema does not have, so must we (the client's list_topics() depends on it)."""
+    from kopfka.protocol.framing import decode_request
+
+    frame = bytes.fromhex("0003000d00000003000772646b61666b610000000000010000")
+    req = decode_request(frame)
+    assert req.header.api_key == 3 and req.header.api_version == 13 and req.header.client_id == "rdkafka"
+    assert req.body is not None and req.body.topics is None
+
+
+def test_list_topics_with_librdkafka(kopfka) -> None:  # type: ignore[no-untyped-def]
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": kopfka.bootstrap})
+    md = admin.list_topics(timeout=10)
+    assert 1 in md.brokers

@@ -162,10 +162,8 @@ def decode_request(frame: bytes | memoryview) -> DecodedRequest:
         body, bsize = entity_reader(schema)(frame, hsize)
     except Exception as exc:  # kio raises assorted errors on malformed input
         raise FrameError(f"cannot parse {schema.__name__} v{api_version}: {exc}") from exc
-    if hsize + bsize != len(frame):
-        raise FrameError(
-            f"{schema.__name__} v{api_version}: {len(frame) - hsize - bsize} unexpected trailing bytes"
-        )
+    # Trailing bytes after the body are ignored, as Kafka's parser does: librdkafka, for one,
+    # sends Metadata v13 with a field the schema dropped, and real brokers accept it.
     header = RequestHeader(api_key, api_version, correlation_id, hdr.client_id, hsize)
     return DecodedRequest(header, body, len(frame))
 
