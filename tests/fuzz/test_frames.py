@@ -600,12 +600,6 @@ MALFORMED = {
 CORRUPT_MESSAGE, INVALID_RECORD = 2, 87
 
 
-@pytest.mark.xfail(
-    reason="kopfka bug: Produce accepts a v2 batch whose CRC is valid but whose records do not "
-    "parse (Kafka's LogValidator iterates every record, compressed or not, and answers "
-    "INVALID_RECORD/CORRUPT_MESSAGE); consumers then choke on it (librdkafka refetches forever)",
-    strict=True,
-)
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("codec", ["none", "gzip", "zstd"])
 @pytest.mark.parametrize("case", sorted(MALFORMED))
@@ -675,11 +669,6 @@ def test_after_fuzzing_real_clients_work_and_log_is_clean(broker: KopfkaProcess)
     assert not bad, "unhandled errors in the broker log:\n" + "\n".join(bad[:10]) + "\n" + log[-6000:]
 
 
-@pytest.mark.xfail(
-    reason="kopfka bug: fuzzed batches with a valid CRC but unparseable records were accepted "
-    "(see test_batch_with_unparseable_records_is_rejected); librdkafka stalls on them",
-    strict=True,
-)
 @pytest.mark.timeout(120)
 def test_everything_accepted_from_fuzzed_batches_is_readable(broker: KopfkaProcess, produce_topic: str) -> None:
     hi = _high(broker.bootstrap, produce_topic)

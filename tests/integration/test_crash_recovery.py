@@ -180,12 +180,6 @@ def assert_no_tracebacks(k: KopfkaProcess) -> None:
 # ---------------------------------------------------------------- restart latency
 
 
-@pytest.mark.xfail(
-    reason="kopfka bug: after a controlled shutdown the broker stays unfenced in the metadata, "
-    "so the restarted node's registration is refused (DUPLICATE_BROKER_REGISTRATION, 'still "
-    "alive') until broker.session.timeout.ms (9 s) passes; Kafka fences at SHUTDOWN_NOW",
-    strict=True,
-)
 @pytest.mark.timeout(60)
 def test_clean_restart_reregisters_at_once(tmp_path: Path) -> None:
     k = KopfkaProcess(tmp_path / "data").start()  # default broker.session.timeout.ms = 9000

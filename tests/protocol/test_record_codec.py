@@ -221,3 +221,28 @@ def test_scan_detects_bad_framing_and_offsets() -> None:
     b2 = encode_batch(skipped)
     h2 = read_header(b2)
     assert scan_records(records_payload(b2, h2), 5).first_bad_offset_delta == 1
+
+
+def test_c_and_python_record_walks_agree() -> None:
+    """The C fast path of scan_records (aiokafka's parser) and the pure-Python walk agree on
+    good batches and both reject malformed ones."""
+    import os as _os
+
+    from kopfka.protocol import record_codec as rc
+    from kopfka.protocol.errors import CorruptRecordError as _Corrupt
+    from kopfka.protocol.records import read_header as _rh
+
+    recs = [rc.Record(i, 1000 + (i * 7) % 5, None if i % 3 == 0 else b"k%d" % i, _os.urandom(i), (("h", b"v"),))
+            for i in range(50)]
+    batch = rc.encode_batch(recs)
+    payload = rc.records_payload(batch, _rh(batch, 0))
+    fast = rc.scan_records(payload, 50, collect_null_keys=True)
+    slow = rc.scan_records_py(payload, 50, collect_null_keys=True)
+    assert fast == slow
+    for bad_payload, count in [(bytes(payload) + b"\x00", 50), (payload, 51), (payload, 49), (bytes(payload)[:-2], 50)]:
+        for fn in (rc.scan_records, rc.scan_records_py):
+            try:
+                fn(bad_payload, count)
+            except _Corrupt:
+                continue
+            raise AssertionError(f"{fn.__name__} accepted a malformed payload")

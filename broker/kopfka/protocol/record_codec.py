@@ -315,6 +315,43 @@ def _skip_varint(buf: bytes | memoryview, pos: int, end: int) -> tuple[int, int]
     return value, pos
 
 
+try:  # aiokafka's Cython record parser walks records ~10x faster than Python can
+    from aiokafka.record._crecords.default_records import DefaultRecordBatch as _CRecordBatch
+except ImportError:  # pragma: no cover - the pure-Python walk below is the fallback
+    _CRecordBatch = None
+
+_FAKE_HEADER = struct.Struct(">qiibIhiqqqhii")
+
+
+def _scan_records_c(payload: bytes | memoryview, count: int, collect_null_keys: bool) -> RecordScan:
+    """Walk the records with aiokafka's C parser, framed as an uncompressed batch at base
+    offset 0 and base timestamp 0 (so offsets and timestamps read back as the deltas)."""
+    buf = bytearray(BATCH_HEADER_SIZE + len(payload))
+    _FAKE_HEADER.pack_into(buf, 0, 0, BATCH_HEADER_SIZE - LOG_OVERHEAD + len(payload), -1, MAGIC_V2, 0, 0,
+                           count - 1, 0, 0, -1, -1, -1, count)
+    buf[BATCH_HEADER_SIZE:] = payload
+    ts_min = ts_max = 0
+    bad_offset = -1
+    null_keys: list[int] = []
+    i = 0
+    try:
+        for i, rec in enumerate(_CRecordBatch(buf)):
+            ts = rec.timestamp
+            if i == 0:
+                ts_min = ts_max = ts
+            elif ts < ts_min:
+                ts_min = ts
+            elif ts > ts_max:
+                ts_max = ts
+            if rec.offset != i and bad_offset < 0:
+                bad_offset = i
+            if collect_null_keys and rec.key is None:
+                null_keys.append(i)
+    except Exception as exc:  # aiokafka raises its CorruptRecordException (and others) on bad framing
+        raise CorruptRecordError(message=f"record {i} of the batch is malformed: {exc}") from exc
+    return RecordScan(count, ts_min, ts_max, bad_offset, null_keys)
+
+
 def scan_records(
     payload: bytes | memoryview, count: int, *, collect_null_keys: bool = False
 ) -> RecordScan:
@@ -323,6 +360,15 @@ def scan_records(
     Cheaper than `decode_records` (no key/value/header copies); raises CorruptRecordError on
     any framing error, including a count that does not match the bytes.
     """
+    if _CRecordBatch is not None and count > 0:
+        return _scan_records_c(payload, count, collect_null_keys)
+    return scan_records_py(payload, count, collect_null_keys=collect_null_keys)
+
+
+def scan_records_py(
+    payload: bytes | memoryview, count: int, *, collect_null_keys: bool = False
+) -> RecordScan:
+    """The pure-Python record walk (the reference the C path is tested against)."""
     n = len(payload)
     pos = 0
     ts_min = ts_max = 0

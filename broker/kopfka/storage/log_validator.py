@@ -5,8 +5,8 @@ LogValidator for magic-2 batches, and picks the cheapest strategy:
 
 * in place — the topic keeps the producer's codec (`compression.type=producer`, or the same
   codec): patch baseOffset, partitionLeaderEpoch and, when they change, attributes /
-  maxTimestamp (+ CRC) in the one copy of the request bytes. No record is looked at unless the
-  topic is compacted (keys must be non-null) or `deep_validation` is asked for.
+  maxTimestamp (+ CRC) in the one copy of the request bytes. The records of client batches are
+  walked (in C) to check their framing, offsets, timestamps and, on compacted topics, keys.
 * recompress — the topic forces another codec: decompress (bounded), walk the records to
   validate them, and recompress the records region as is (offset and timestamp deltas stay
   valid, so records are never re-encoded one by one).
@@ -87,7 +87,7 @@ def validate_and_assign_offsets(
     produce_version: int | None = None,
     from_client: bool = True,
     max_decompressed_bytes: int | None = None,
-    deep_validation: bool = False,
+    deep_validation: bool | None = None,
 ) -> ValidationResult:
     """Validate client batches and stamp offsets/epoch/timestamps into a mutable copy.
 
@@ -97,9 +97,12 @@ def validate_and_assign_offsets(
     `produce_version` enables the version-dependent rule (zstd needs Produce v7+).
     `from_client=False` is for the broker's own appends (coordinators): several batches,
     control batches and non-zero base offsets are then allowed.
-    `deep_validation` walks the records of in-place batches too (Kafka always does; kopfka
-    skips it on the hot path because the CRC already vouches for the client's bytes).
+    `deep_validation` walks the records of in-place batches too. Like Kafka, it defaults to on
+    for client batches: a batch with a valid CRC but malformed records would otherwise be stored
+    and stall every consumer that reaches it. The walk runs in C (aiokafka's record parser).
     """
+    if deep_validation is None:
+        deep_validation = from_client
     try:
         return _validate(
             records,
