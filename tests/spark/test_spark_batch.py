@@ -105,9 +105,6 @@ def test_sink_delivery_failure_fails_task_with_broker_error(spark: Any, bootstra
             .option("topic", topic).save()
 
 
-@pytest.mark.xfail(reason="kopfka broker bug: librdkafka's all-topics MetadataRequest v13 (as sent "
-                   "by AdminClient.list_topics()) is rejected with '3 unexpected trailing bytes' "
-                   "and the connection closed", strict=False)
 def test_subscribe_pattern(spark: Any, bootstrap: str) -> None:
     stem = unique_topic("pat")
     a, b = create_topic(bootstrap, f"{stem}-a"), create_topic(bootstrap, f"{stem}-b")
