@@ -17,7 +17,6 @@ import argparse
 import asyncio
 import os
 import socket
-import statistics
 import sys
 import tempfile
 import threading
@@ -26,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
 
-from kopfka_process import KopfkaProcess  # noqa: E402
+from kopfka_process import KopfkaProcess
 
 MiB = 1 << 20
 
@@ -45,9 +44,18 @@ def ceiling_write(path: Path, total: int, chunk: int = MiB) -> float:
 def produce(bootstrap: str, topic: str, total: int, record: int = 1024) -> float:
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "acks": 1, "batch.size": MiB, "linger.ms": 20,
-                  "compression.type": "none", "enable.idempotence": False, "queue.buffering.max.kbytes": 512 * 1024,
-                  "message.max.bytes": 2 * MiB})
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": 1,
+            "batch.size": MiB,
+            "linger.ms": 20,
+            "compression.type": "none",
+            "enable.idempotence": False,
+            "queue.buffering.max.kbytes": 512 * 1024,
+            "message.max.bytes": 2 * MiB,
+        }
+    )
     value = os.urandom(record)
     n = total // record
     t0 = time.perf_counter()
@@ -70,19 +78,46 @@ def _fetch_request_v12(topic: str, offset: int, corr: int) -> bytes:
     from kio.index import load_request_schema
     from kio.schema.request_header.v2.header import RequestHeader
     from kio.serial import entity_writer
-
     from kopfka.protocol.entity_builder import build
 
     buf = io.BytesIO()
     buf.write(b"\0\0\0\0")
-    entity_writer(RequestHeader)(buf, RequestHeader(request_api_key=1, request_api_version=12, correlation_id=corr, client_id="bench"))
+    entity_writer(RequestHeader)(
+        buf, RequestHeader(request_api_key=1, request_api_version=12, correlation_id=corr, client_id="bench")
+    )
     schema = load_request_schema(1, 12)
-    entity_writer(schema)(buf, build(schema, {
-        "replica_id": -1, "max_wait": 500, "min_bytes": 1, "max_bytes": 64 * MiB, "isolation_level": 0,
-        "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
-        "topics": [{"topic": topic, "partitions": [{"partition": 0, "current_leader_epoch": -1, "fetch_offset": offset,
-                                                    "last_fetched_epoch": -1, "log_start_offset": -1,
-                                                    "partition_max_bytes": 32 * MiB}]}]}))
+    entity_writer(schema)(
+        buf,
+        build(
+            schema,
+            {
+                "replica_id": -1,
+                "max_wait": 500,
+                "min_bytes": 1,
+                "max_bytes": 64 * MiB,
+                "isolation_level": 0,
+                "session_id": 0,
+                "session_epoch": -1,
+                "forgotten_topics_data": [],
+                "rack_id": "",
+                "topics": [
+                    {
+                        "topic": topic,
+                        "partitions": [
+                            {
+                                "partition": 0,
+                                "current_leader_epoch": -1,
+                                "fetch_offset": offset,
+                                "last_fetched_epoch": -1,
+                                "log_start_offset": -1,
+                                "partition_max_bytes": 32 * MiB,
+                            }
+                        ],
+                    }
+                ],
+            },
+        ),
+    )
     data = buf.getbuffer()
     struct.pack_into(">i", data, 0, len(data) - 4)
     return bytes(data)
@@ -158,8 +193,16 @@ def _records_start_v12(frame: bytes) -> int:
 def consume_librdkafka(bootstrap: str, topic: str, total: int) -> float:
     from confluent_kafka import Consumer, TopicPartition
 
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
-                  "fetch.max.bytes": 64 * MiB, "max.partition.fetch.bytes": 32 * MiB, "fetch.wait.max.ms": 100})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench",
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 64 * MiB,
+            "max.partition.fetch.bytes": 32 * MiB,
+            "fetch.wait.max.ms": 100,
+        }
+    )
     c.assign([TopicPartition(topic, 0, 0)])
     got = 0
     t0 = time.perf_counter()
@@ -209,11 +252,20 @@ def sendfile_ceiling(files: list[Path]) -> float:
     return total / dt / MiB
 
 
-def latency_at_rate(bootstrap: str, topic: str, rate_mb: float, seconds: float, record: int = 1024) -> tuple[float, float, int]:
+def latency_at_rate(
+    bootstrap: str, topic: str, rate_mb: float, seconds: float, record: int = 1024
+) -> tuple[float, float, int]:
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 1, "compression.type": "none",
-                  "enable.idempotence": False})
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": 1,
+            "linger.ms": 1,
+            "compression.type": "none",
+            "enable.idempotence": False,
+        }
+    )
     lat: list[float] = []
     value = os.urandom(record)
     per_sec = rate_mb * MiB / record
@@ -262,11 +314,16 @@ def main() -> None:
         fetch = raw_fetch(proc.bootstrap, "bench", end)
         files = sorted((data / "bench-0").glob("*.log"))
         sf = sendfile_ceiling(files)
-        print(f"(3) fetch raw Fetch requests:       {fetch:8.1f} MiB/s  ratio {fetch / sf:.2f} to sendfile {sf:.1f} MiB/s (target >= 0.7)")
+        print(
+            f"(3) fetch raw Fetch requests:       {fetch:8.1f} MiB/s  ratio {fetch / sf:.2f} "
+            f"to sendfile {sf:.1f} MiB/s (target >= 0.7)"
+        )
         lib = consume_librdkafka(proc.bootstrap, "bench", total)
         print(f"    fetch via librdkafka consumer:  {lib:8.1f} MiB/s")
         p50, p99, n = latency_at_rate(proc.bootstrap, "lat", 20, args.latency_seconds)
-        print(f"(4) produce latency at 20 MB/s: p50 {p50:.2f} ms  p99 {p99:.2f} ms over {n} records (target p99 <= 10 ms)")
+        print(
+            f"(4) produce latency at 20 MB/s: p50 {p50:.2f} ms  p99 {p99:.2f} ms over {n} records (target p99 <= 10 ms)"
+        )
     finally:
         proc.kill()
 

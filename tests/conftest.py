@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from kopfka_process import KopfkaProcess  # noqa: E402
+from kopfka_process import KopfkaProcess
 
 
 @pytest.fixture

@@ -20,8 +20,15 @@ def free_port(host: str = "127.0.0.1") -> int:
 class KopfkaProcess:
     """One broker+controller process on 127.0.0.1. Restartable on the same port and data dir."""
 
-    def __init__(self, data_dir: Path, *, port: int | None = None, overrides: dict[str, str] | None = None,
-                 config_file: Path | None = None, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        port: int | None = None,
+        overrides: dict[str, str] | None = None,
+        config_file: Path | None = None,
+        host: str = "127.0.0.1",
+    ) -> None:
         self.data_dir = Path(data_dir)
         self.host = host
         self.port = port or free_port(host)
@@ -46,8 +53,9 @@ class KopfkaProcess:
     def start(self, timeout: float = 30.0) -> KopfkaProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        self.proc = subprocess.Popen(
+            self.command(), stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+        )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -8,7 +8,6 @@ import uuid
 import pytest
 from kio.index import load_response_schema
 from kio.serial import entity_writer
-
 from kopfka.protocol.entity_builder import build
 from kopfka.protocol.fetch_response import FetchPartitionOut, FetchTopicOut, encode_fetch_response
 from kopfka.protocol.framing import response_header_bytes
@@ -17,20 +16,36 @@ from kopfka.protocol.framing import response_header_bytes
 def kio_bytes(version: int, corr: int, topics: list[FetchTopicOut], session_id: int) -> bytes:
     schema = load_response_schema(1, version)
     body = {
-        "throttle_time": 0, "error_code": 0, "session_id": session_id,
-        "responses": [{
-            "topic": t.name, "topic_id": t.topic_id,
-            "partitions": [{
-                "partition_index": p.partition_index, "error_code": p.error_code,
-                "high_watermark": p.high_watermark, "last_stable_offset": p.last_stable_offset,
-                "log_start_offset": p.log_start_offset,
-                "aborted_transactions": None if p.aborted_transactions is None else
-                [{"producer_id": a, "first_offset": b} for a, b in p.aborted_transactions],
-                "preferred_read_replica": p.preferred_read_replica, "records": p.records,
-                **({"current_leader": {"leader_id": p.current_leader[0], "leader_epoch": p.current_leader[1]}}
-                   if p.current_leader else {}),
-            } for p in t.partitions],
-        } for t in topics],
+        "throttle_time": 0,
+        "error_code": 0,
+        "session_id": session_id,
+        "responses": [
+            {
+                "topic": t.name,
+                "topic_id": t.topic_id,
+                "partitions": [
+                    {
+                        "partition_index": p.partition_index,
+                        "error_code": p.error_code,
+                        "high_watermark": p.high_watermark,
+                        "last_stable_offset": p.last_stable_offset,
+                        "log_start_offset": p.log_start_offset,
+                        "aborted_transactions": None
+                        if p.aborted_transactions is None
+                        else [{"producer_id": a, "first_offset": b} for a, b in p.aborted_transactions],
+                        "preferred_read_replica": p.preferred_read_replica,
+                        "records": p.records,
+                        **(
+                            {"current_leader": {"leader_id": p.current_leader[0], "leader_epoch": p.current_leader[1]}}
+                            if p.current_leader
+                            else {}
+                        ),
+                    }
+                    for p in t.partitions
+                ],
+            }
+            for t in topics
+        ],
     }
     buf = io.BytesIO()
     buf.write(response_header_bytes(1, version, corr))
@@ -43,11 +58,14 @@ def kio_bytes(version: int, corr: int, topics: list[FetchTopicOut], session_id: 
 def test_matches_kio(version: int) -> None:
     tid = uuid.uuid4()
     topics = [
-        FetchTopicOut("orders", tid, [
-            FetchPartitionOut(0, 0, 10, 10, 0, None, -1, b"\x01" * 37),
-            FetchPartitionOut(1, 6, -1, -1, -1, None, -1, None,
-                              current_leader=(3, 7) if version >= 12 else None),
-        ]),
+        FetchTopicOut(
+            "orders",
+            tid,
+            [
+                FetchPartitionOut(0, 0, 10, 10, 0, None, -1, b"\x01" * 37),
+                FetchPartitionOut(1, 6, -1, -1, -1, None, -1, None, current_leader=(3, 7) if version >= 12 else None),
+            ],
+        ),
         FetchTopicOut("empty", uuid.uuid4(), [FetchPartitionOut(2, 0, 0, 0, 0, [(5, 1)], -1, b"")]),
     ]
     chunks, size = encode_fetch_response(version, 42, topics, session_id=9)

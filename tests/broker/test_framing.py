@@ -7,7 +7,6 @@ import struct
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from kopfka.protocol.framing import FrameDecoder, FrameError, FrameReceiver, FrameTooLarge
 
 
@@ -22,7 +21,7 @@ def feed_receiver(rx: FrameReceiver, data: bytes, cuts: list[int]) -> list[bytes
     while pos < len(data):
         buf = rx.get_buffer()
         n = min(len(buf), len(data) - pos, max(1, cuts[i % len(cuts)]))
-        buf[:n] = data[pos:pos + n]
+        buf[:n] = data[pos : pos + n]
         pos += n
         i += 1
         out.extend(bytes(f) for f in rx.buffer_updated(n))
@@ -30,8 +29,10 @@ def feed_receiver(rx: FrameReceiver, data: bytes, cuts: list[int]) -> list[bytes
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.binary(max_size=3000) | st.integers(16_000, 200_000).map(lambda n: bytes([n % 251]) * n), max_size=8),
-       st.lists(st.integers(1, 70_000), min_size=1, max_size=10))
+@given(
+    st.lists(st.binary(max_size=3000) | st.integers(16_000, 200_000).map(lambda n: bytes([n % 251]) * n), max_size=8),
+    st.lists(st.integers(1, 70_000), min_size=1, max_size=10),
+)
 def test_receiver_reassembles_any_split(payloads: list[bytes], cuts: list[int]) -> None:
     data = b"".join(frame(p) for p in payloads)
     assert feed_receiver(FrameReceiver(1 << 20), data, cuts) == payloads

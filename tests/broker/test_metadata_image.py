@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from kopfka.metadata import records as r
 from kopfka.metadata.image import MetadataDelta, MetadataImage, Provenance, replay
 
@@ -19,7 +18,9 @@ def record_logs(draw: st.DrawFn) -> list[r.MetadataRecord]:
     out: list[r.MetadataRecord] = [r.FeatureLevelRecord("metadata.version", 30)]
     live: dict[str, int] = {}
     for _ in range(draw(st.integers(0, 40))):
-        kind = draw(st.sampled_from(["topic", "partition", "change", "remove", "config", "broker", "fence", "quota", "pid"]))
+        kind = draw(
+            st.sampled_from(["topic", "partition", "change", "remove", "config", "broker", "fence", "quota", "pid"])
+        )
         name = draw(st.sampled_from(TOPICS))
         if kind == "topic" and name not in live:
             out.append(r.TopicRecord(name, IDS[name]))
@@ -29,32 +30,60 @@ def record_logs(draw: st.DrawFn) -> list[r.MetadataRecord]:
             live[name] += 1
         elif kind == "change" and live.get(name):
             pid = draw(st.integers(0, live[name] - 1))
-            out.append(r.PartitionChangeRecord(pid, IDS[name], isr=draw(st.sampled_from([(1,), (1, 2), None])),
-                                               leader=draw(st.sampled_from([1, 2, None]))))
+            out.append(
+                r.PartitionChangeRecord(
+                    pid,
+                    IDS[name],
+                    isr=draw(st.sampled_from([(1,), (1, 2), None])),
+                    leader=draw(st.sampled_from([1, 2, None])),
+                )
+            )
         elif kind == "remove" and name in live:
             out.append(r.RemoveTopicRecord(IDS[name]))
             del live[name]
         elif kind == "config":
-            out.append(r.ConfigRecord(2, name, draw(st.sampled_from(["retention.ms", "segment.ms"])),
-                                      draw(st.sampled_from(["1", "2", None]))))
+            out.append(
+                r.ConfigRecord(
+                    2,
+                    name,
+                    draw(st.sampled_from(["retention.ms", "segment.ms"])),
+                    draw(st.sampled_from(["1", "2", None])),
+                )
+            )
         elif kind == "broker":
             bid = draw(st.integers(1, 3))
-            out.append(r.RegisterBrokerRecord(bid, "inc", draw(st.integers(0, 2)), (r.Endpoint("PLAINTEXT", "h", bid),)))
+            out.append(
+                r.RegisterBrokerRecord(bid, "inc", draw(st.integers(0, 2)), (r.Endpoint("PLAINTEXT", "h", bid),))
+            )
         elif kind == "fence":
-            out.append(r.BrokerRegistrationChangeRecord(draw(st.integers(1, 3)), draw(st.integers(0, 2)),
-                                                        fenced=draw(st.booleans())))
+            out.append(
+                r.BrokerRegistrationChangeRecord(
+                    draw(st.integers(1, 3)), draw(st.integers(0, 2)), fenced=draw(st.booleans())
+                )
+            )
         elif kind == "quota":
-            out.append(r.ClientQuotaRecord((("user", draw(st.sampled_from(["u1", None]))),), "producer_byte_rate",
-                                           draw(st.sampled_from([1024.0, None]))))
+            out.append(
+                r.ClientQuotaRecord(
+                    (("user", draw(st.sampled_from(["u1", None]))),),
+                    "producer_byte_rate",
+                    draw(st.sampled_from([1024.0, None])),
+                )
+            )
         elif kind == "pid":
             out.append(r.ProducerIdsRecord(1, 0, draw(st.integers(0, 5000))))
     return out
 
 
 def comparable(img: MetadataImage) -> tuple[object, ...]:
-    return (dict(img.features), dict(img.brokers), {k: (v.name, dict(v.partitions)) for k, v in img.topics_by_id.items()},
-            set(img.topics_by_name), {k: dict(v) for k, v in img.configs.items()},
-            {k: dict(v) for k, v in img.client_quotas.items()}, img.next_producer_id)
+    return (
+        dict(img.features),
+        dict(img.brokers),
+        {k: (v.name, dict(v.partitions)) for k, v in img.topics_by_id.items()},
+        set(img.topics_by_name),
+        {k: dict(v) for k, v in img.configs.items()},
+        {k: dict(v) for k, v in img.client_quotas.items()},
+        img.next_producer_id,
+    )
 
 
 @settings(max_examples=150, deadline=None)
@@ -67,7 +96,7 @@ def test_incremental_deltas_equal_full_replay(log: list[r.MetadataRecord], cuts:
         if pos >= len(log):
             break
         delta = MetadataDelta(img)
-        delta.replay_all(log[pos:pos + size])
+        delta.replay_all(log[pos : pos + size])
         img = delta.apply(Provenance(pos + size - 1))
         pos += size
     assert comparable(img) == comparable(full)
@@ -85,8 +114,14 @@ def test_snapshot_then_tail_equals_whole_log(log: list[r.MetadataRecord], cut: i
 
 
 def test_structural_sharing_keeps_untouched_topics() -> None:
-    base = replay([r.TopicRecord("a", IDS["a"]), r.PartitionRecord(0, IDS["a"], (1,), (1,), 1),
-                   r.TopicRecord("b", IDS["b"]), r.PartitionRecord(0, IDS["b"], (1,), (1,), 1)])
+    base = replay(
+        [
+            r.TopicRecord("a", IDS["a"]),
+            r.PartitionRecord(0, IDS["a"], (1,), (1,), 1),
+            r.TopicRecord("b", IDS["b"]),
+            r.PartitionRecord(0, IDS["b"], (1,), (1,), 1),
+        ]
+    )
     delta = MetadataDelta(base)
     delta.replay(r.PartitionChangeRecord(0, IDS["b"], isr=(1,), leader=1))
     nxt = delta.apply(Provenance(5))

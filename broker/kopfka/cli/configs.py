@@ -9,8 +9,13 @@ import sys
 from kopfka.client.admin import Admin, AdminError
 
 ENTITY_TYPES = {"topics": 2, "brokers": 4}
-SOURCES = {1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
-           4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG"}
+SOURCES = {
+    1: "DYNAMIC_TOPIC_CONFIG",
+    2: "DYNAMIC_BROKER_CONFIG",
+    3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+    4: "STATIC_BROKER_CONFIG",
+    5: "DEFAULT_CONFIG",
+}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -34,10 +39,16 @@ async def _run(args: argparse.Namespace) -> int:
         if args.describe:
             configs = await admin.describe_configs(rtype, name)
             shown = configs if args.all else [c for c in configs if c.config_source in (1, 2, 3)]
-            print(f"{'Dynamic configs' if not args.all else 'All configs'} for {args.entity_type[:-1]} {name or '<default>'} are:")
+            print(
+                f"{'All configs' if args.all else 'Dynamic configs'} for "
+                f"{args.entity_type[:-1]} {name or '<default>'} are:"
+            )
             for c in shown:
                 syns = ", ".join(f"{SOURCES.get(s.source, s.source)}:{s.name}={s.value}" for s in c.synonyms)
-                print(f"  {c.name}={'<sensitive>' if c.is_sensitive else c.value} sensitive={str(c.is_sensitive).lower()} synonyms={{{syns}}}")
+                print(
+                    f"  {c.name}={'<sensitive>' if c.is_sensitive else c.value} "
+                    f"sensitive={str(c.is_sensitive).lower()} synonyms={{{syns}}}"
+                )
         else:
             ops: list[tuple[str, int, str | None]] = []
             for item in filter(None, (x.strip() for x in args.add_config.split(","))):

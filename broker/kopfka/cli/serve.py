@@ -77,8 +77,10 @@ def format_embedded(config: KafkaConfig) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.INFO),
-                        format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)")
+    logging.basicConfig(
+        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+        format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)",
+    )
     log = logging.getLogger("kopfka")
     try:
         raw, embedded = load_config(args)

@@ -64,12 +64,20 @@ def parse_initial_controllers(text: str) -> tuple[tuple[int, str, str, int], ...
             uuids.from_str(dir_id)
             out.append((int(node), dir_id, host.strip("[]"), int(port)))
         except ValueError as exc:
-            raise FormatError(f"Invalid --initial-controllers entry {entry!r}: expected ID@HOST:PORT:DIRECTORY_ID") from exc
+            raise FormatError(
+                f"Invalid --initial-controllers entry {entry!r}: expected ID@HOST:PORT:DIRECTORY_ID"
+            ) from exc
     return tuple(out)
 
 
-def format_dirs(config: KafkaConfig, cluster_id: str, records: list[mr.MetadataRecord], *,
-                ignore_formatted: bool, metadata_directory_id: str | None = None) -> list[Path]:
+def format_dirs(
+    config: KafkaConfig,
+    cluster_id: str,
+    records: list[mr.MetadataRecord],
+    *,
+    ignore_formatted: bool,
+    metadata_directory_id: str | None = None,
+) -> list[Path]:
     """Format every dir; returns the dirs newly formatted. Raises FormatError naming a bad dir."""
     try:
         uuids.from_str(cluster_id)
@@ -88,15 +96,25 @@ def format_dirs(config: KafkaConfig, cluster_id: str, records: list[mr.MetadataR
             to_format.append(d)
             continue
         if existing.cluster_id != cluster_id:
-            raise FormatError(f"Log directory {d} is already formatted for cluster {existing.cluster_id}, "
-                              f"not {cluster_id}; it belongs to another cluster")
+            raise FormatError(
+                f"Log directory {d} is already formatted for cluster {existing.cluster_id}, "
+                f"not {cluster_id}; it belongs to another cluster"
+            )
         if existing.node_id != config.node_id:
-            raise FormatError(f"Log directory {d} is already formatted for node {existing.node_id}, "
-                              f"not node {config.node_id}")
+            raise FormatError(
+                f"Log directory {d} is already formatted for node {existing.node_id}, not node {config.node_id}"
+            )
         if not ignore_formatted:
-            raise FormatError(f"Log directory {d} is already formatted. Use --ignore-formatted to ignore this directory and format the others.")
+            raise FormatError(
+                f"Log directory {d} is already formatted. "
+                "Use --ignore-formatted to ignore this directory and format the others."
+            )
     for d in to_format:
-        dir_id = metadata_directory_id if (d == config.metadata_log_dir and metadata_directory_id) else meta_properties.new_directory_id()
+        dir_id = (
+            metadata_directory_id
+            if (d == config.metadata_log_dir and metadata_directory_id)
+            else meta_properties.new_directory_id()
+        )
         meta_properties.write(d, meta_properties.MetaProperties(cluster_id, config.node_id, dir_id))
     if config.metadata_log_dir in to_format:
         bootstrap.write_bootstrap(config.metadata_log_dir, records)
@@ -113,8 +131,14 @@ def run(args: argparse.Namespace) -> int:
             dirs = list(dict.fromkeys([*config.log_dirs, config.metadata_log_dir]))
             for d in dirs:
                 meta = meta_properties.read(d)
-                print(f"{d}: " + ("not formatted" if meta is None else
-                                   f"cluster.id={meta.cluster_id} node.id={meta.node_id} directory.id={meta.directory_id}"))
+                print(
+                    f"{d}: "
+                    + (
+                        "not formatted"
+                        if meta is None
+                        else f"cluster.id={meta.cluster_id} node.id={meta.node_id} directory.id={meta.directory_id}"
+                    )
+                )
             return 0
         voters: tuple[tuple[int, str, str, int], ...] = ()
         metadata_dir_id = None
@@ -122,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
             if not config.is_controller:
                 raise FormatError("--standalone/--initial-controllers only apply to controllers")
             if args.standalone:
-                ctl = [lst for lst in config.listeners if lst.name in config.controller_listener_names][0]
+                ctl = next(lst for lst in config.listeners if lst.name in config.controller_listener_names)
                 metadata_dir_id = meta_properties.new_directory_id()
                 voters = ((config.node_id, metadata_dir_id, ctl.host or "localhost", ctl.port),)
             else:
@@ -130,8 +154,13 @@ def run(args: argparse.Namespace) -> int:
                 mine = [v for v in voters if v[0] == config.node_id]
                 metadata_dir_id = mine[0][1] if mine else None
         records = bootstrap.bootstrap_records(args.release_version, kraft_version=1 if voters else 0, voters=voters)
-        formatted = format_dirs(config, args.cluster_id, records, ignore_formatted=args.ignore_formatted,
-                                metadata_directory_id=metadata_dir_id)
+        formatted = format_dirs(
+            config,
+            args.cluster_id,
+            records,
+            ignore_formatted=args.ignore_formatted,
+            metadata_directory_id=metadata_dir_id,
+        )
         for d in formatted:
             print(f"Formatting {d} with metadata.version {records[0].feature_level}.")  # type: ignore[attr-defined]
         if not formatted:

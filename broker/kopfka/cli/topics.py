@@ -43,7 +43,9 @@ async def _run(args: argparse.Namespace) -> int:
             if not args.topic:
                 raise ValueError("--create needs --topic")
             try:
-                await admin.create_topic(args.topic, args.partitions or -1, args.replication_factor or -1, _configs(args.config))
+                await admin.create_topic(
+                    args.topic, args.partitions or -1, args.replication_factor or -1, _configs(args.config)
+                )
                 print(f"Created topic {args.topic}.")
             except AdminError as exc:
                 if not (args.if_not_exists and exc.code.name == "topic_already_exists"):
@@ -64,16 +66,22 @@ async def _run(args: argparse.Namespace) -> int:
                 overrides = ",".join(f"{c.name}={c.value}" for c in configs if c.config_source == 1)
                 rf = len(t.partitions[0].replicas) if t.partitions else 0
                 tid = "" if t.topic_id is None else __import__("kopfka.uuids", fromlist=["to_str"]).to_str(t.topic_id)
-                print(f"Topic: {t.name}\tTopicId: {tid}\tPartitionCount: {len(t.partitions)}\tReplicationFactor: {rf}\tConfigs: {overrides}")
+                print(
+                    f"Topic: {t.name}\tTopicId: {tid}\tPartitionCount: {len(t.partitions)}\t"
+                    f"ReplicationFactor: {rf}\tConfigs: {overrides}"
+                )
                 for p in parts:
                     flags = []
                     if len(p.isr) < len(p.replicas):
                         flags.append(UNDER_REPLICATED)
                     if p.leader not in brokers:
                         flags.append("offline")
-                    print(f"\tTopic: {t.name}\tPartition: {p.partition}\tLeader: {p.leader if p.leader in brokers else 'none'}\t"
-                          f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}"
-                          + (f"\t({', '.join(flags)})" if flags else ""))
+                    print(
+                        f"\tTopic: {t.name}\tPartition: {p.partition}\t"
+                        f"Leader: {p.leader if p.leader in brokers else 'none'}\t"
+                        f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}"
+                        + (f"\t({', '.join(flags)})" if flags else "")
+                    )
         elif args.alter:
             if not args.topic or not args.partitions:
                 raise ValueError("--alter needs --topic and --partitions")

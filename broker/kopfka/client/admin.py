@@ -52,60 +52,134 @@ class Admin:
     async def close(self) -> None:
         await self.conn.close()
 
-    async def metadata(self, topics: list[str] | None = None) -> tuple[dict[int, tuple[str, int, str | None]], list[TopicInfo], str | None]:
-        resp = await self.conn.request(3, 12, {
-            "topics": None if topics is None else [{"name": t, "topic_id": None} for t in topics],
-            "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+    async def metadata(
+        self, topics: list[str] | None = None
+    ) -> tuple[dict[int, tuple[str, int, str | None]], list[TopicInfo], str | None]:
+        resp = await self.conn.request(
+            3,
+            12,
+            {
+                "topics": None if topics is None else [{"name": t, "topic_id": None} for t in topics],
+                "allow_auto_topic_creation": False,
+                "include_topic_authorized_operations": False,
+            },
+        )
         brokers = {b.node_id: (b.host, b.port, b.rack) for b in resp.brokers}
         infos = []
         for t in resp.topics:
-            parts = [PartitionInfo(p.partition_index, p.leader_id, p.leader_epoch, list(p.replica_nodes),
-                                   list(p.isr_nodes), list(p.offline_replicas), ErrorCode(int(p.error_code)))
-                     for p in t.partitions]
+            parts = [
+                PartitionInfo(
+                    p.partition_index,
+                    p.leader_id,
+                    p.leader_epoch,
+                    list(p.replica_nodes),
+                    list(p.isr_nodes),
+                    list(p.offline_replicas),
+                    ErrorCode(int(p.error_code)),
+                )
+                for p in t.partitions
+            ]
             if ErrorCode(int(t.error_code)) != ErrorCode.none:
                 raise AdminError(ErrorCode(int(t.error_code)), f"topic {t.name}")
             infos.append(TopicInfo(t.name or "", t.topic_id, t.is_internal, sorted(parts, key=lambda p: p.partition)))
         return brokers, infos, resp.cluster_id
 
-    async def create_topic(self, name: str, partitions: int = -1, replication_factor: int = -1,
-                           configs: dict[str, str] | None = None, validate_only: bool = False) -> None:
-        resp = await self.conn.request(19, 7, {
-            "topics": [{"name": name, "num_partitions": partitions, "replication_factor": replication_factor,
-                        "assignments": [], "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}],
-            "timeout": 30000, "validate_only": validate_only})
+    async def create_topic(
+        self,
+        name: str,
+        partitions: int = -1,
+        replication_factor: int = -1,
+        configs: dict[str, str] | None = None,
+        validate_only: bool = False,
+    ) -> None:
+        resp = await self.conn.request(
+            19,
+            7,
+            {
+                "topics": [
+                    {
+                        "name": name,
+                        "num_partitions": partitions,
+                        "replication_factor": replication_factor,
+                        "assignments": [],
+                        "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()],
+                    }
+                ],
+                "timeout": 30000,
+                "validate_only": validate_only,
+            },
+        )
         t = resp.topics[0]
         _check(t.error_code, t.error_message)
 
     async def delete_topic(self, name: str) -> None:
-        resp = await self.conn.request(20, 6, {"topics": [{"name": name, "topic_id": uuid.UUID(int=0)}], "timeout": 30000})
+        resp = await self.conn.request(
+            20, 6, {"topics": [{"name": name, "topic_id": uuid.UUID(int=0)}], "timeout": 30000}
+        )
         r = resp.responses[0]
         _check(r.error_code, r.error_message)
 
     async def create_partitions(self, name: str, count: int) -> None:
-        resp = await self.conn.request(37, 3, {"topics": [{"name": name, "count": count, "assignments": None}],
-                                                "timeout": 30000, "validate_only": False})
+        resp = await self.conn.request(
+            37,
+            3,
+            {"topics": [{"name": name, "count": count, "assignments": None}], "timeout": 30000, "validate_only": False},
+        )
         r = resp.results[0]
         _check(r.error_code, r.error_message)
 
     async def describe_configs(self, resource_type: int, name: str, keys: list[str] | None = None) -> list[Any]:
-        resp = await self.conn.request(32, 4, {"resources": [{"resource_type": resource_type, "resource_name": name,
-                                                              "configuration_keys": keys}],
-                                               "include_synonyms": True, "include_documentation": False})
+        resp = await self.conn.request(
+            32,
+            4,
+            {
+                "resources": [{"resource_type": resource_type, "resource_name": name, "configuration_keys": keys}],
+                "include_synonyms": True,
+                "include_documentation": False,
+            },
+        )
         r = resp.results[0]
         _check(r.error_code, r.error_message)
         return list(r.configs)
 
-    async def incremental_alter_configs(self, resource_type: int, name: str, ops: list[tuple[str, int, str | None]],
-                                        validate_only: bool = False) -> None:
-        resp = await self.conn.request(44, 1, {"resources": [{"resource_type": resource_type, "resource_name": name,
-                                                              "configs": [{"name": k, "config_operation": op, "value": v} for k, op, v in ops]}],
-                                               "validate_only": validate_only})
+    async def incremental_alter_configs(
+        self, resource_type: int, name: str, ops: list[tuple[str, int, str | None]], validate_only: bool = False
+    ) -> None:
+        resp = await self.conn.request(
+            44,
+            1,
+            {
+                "resources": [
+                    {
+                        "resource_type": resource_type,
+                        "resource_name": name,
+                        "configs": [{"name": k, "config_operation": op, "value": v} for k, op, v in ops],
+                    }
+                ],
+                "validate_only": validate_only,
+            },
+        )
         r = resp.responses[0]
         _check(r.error_code, r.error_message)
 
     async def list_offsets(self, topic: str, partitions: list[int], timestamp: int) -> dict[int, tuple[int, int]]:
-        resp = await self.conn.request(2, 8, {"replica_id": -1, "isolation_level": 0, "topics": [
-            {"name": topic, "partitions": [{"partition_index": p, "current_leader_epoch": -1, "timestamp": timestamp} for p in partitions]}]})
+        resp = await self.conn.request(
+            2,
+            8,
+            {
+                "replica_id": -1,
+                "isolation_level": 0,
+                "topics": [
+                    {
+                        "name": topic,
+                        "partitions": [
+                            {"partition_index": p, "current_leader_epoch": -1, "timestamp": timestamp}
+                            for p in partitions
+                        ],
+                    }
+                ],
+            },
+        )
         out = {}
         for t in resp.topics:
             for p in t.partitions:

@@ -32,7 +32,9 @@ class KafkaConnection:
     @classmethod
     async def open(cls, bootstrap: str, timeout: float = 10.0) -> KafkaConnection:
         host, _, port = bootstrap.strip().rpartition(":")
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host.strip("[]") or "127.0.0.1", int(port)), timeout)
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(host.strip("[]") or "127.0.0.1", int(port)), timeout
+        )
         return cls(reader, writer)
 
     async def request(self, api_key: int, version: int, body: dict[str, Any], timeout: float = 30.0) -> Any:
@@ -42,11 +44,25 @@ class KafkaConnection:
         buf = io.BytesIO()
         buf.write(b"\0\0\0\0")
         if schema.__flexible__:
-            entity_writer(RequestHeaderV2)(buf, RequestHeaderV2(request_api_key=i16(api_key), request_api_version=i16(version),
-                                                                correlation_id=i32(corr), client_id=CLIENT_ID))
+            entity_writer(RequestHeaderV2)(
+                buf,
+                RequestHeaderV2(
+                    request_api_key=i16(api_key),
+                    request_api_version=i16(version),
+                    correlation_id=i32(corr),
+                    client_id=CLIENT_ID,
+                ),
+            )
         else:
-            entity_writer(RequestHeaderV1)(buf, RequestHeaderV1(request_api_key=i16(api_key), request_api_version=i16(version),
-                                                                correlation_id=i32(corr), client_id=CLIENT_ID))
+            entity_writer(RequestHeaderV1)(
+                buf,
+                RequestHeaderV1(
+                    request_api_key=i16(api_key),
+                    request_api_version=i16(version),
+                    correlation_id=i32(corr),
+                    client_id=CLIENT_ID,
+                ),
+            )
         entity_writer(schema)(buf, build(schema, body))
         data = buf.getbuffer()
         struct.pack_into(">i", data, 0, len(data) - 4)

@@ -19,7 +19,12 @@ TOPIC_CONFIG = (
     ConfigDef()
     .define("cleanup.policy", "list", ["delete"], validator=one_of("delete", "compact"))
     .define("compression.type", "string", "producer", validator=one_of(*COMPRESSION_TYPES))
-    .define("compression.gzip.level", "int", -1, validator=lambda v: None if v == -1 or 1 <= v <= 9 else "must be -1 or in [1, 9]")
+    .define(
+        "compression.gzip.level",
+        "int",
+        -1,
+        validator=lambda v: None if v == -1 or 1 <= v <= 9 else "must be -1 or in [1, 9]",
+    )
     .define("compression.lz4.level", "int", 9, validator=between(1, 17))
     .define("compression.zstd.level", "int", 3, validator=between(-131072, 22))
     .define("delete.retention.ms", "long", 86_400_000, validator=at_least(0))
@@ -183,9 +188,7 @@ def broker_default_for(topic_key: str, broker_values: Mapping[str, Any]) -> tupl
     return TOPIC_CONFIG.keys[topic_key].default, None
 
 
-def effective_log_config(
-    topic_overrides: Mapping[str, Any], broker_values: Mapping[str, Any]
-) -> LogConfig:
+def effective_log_config(topic_overrides: Mapping[str, Any], broker_values: Mapping[str, Any]) -> LogConfig:
     """Combine topic overrides (already typed) with the broker's values."""
     values: dict[str, Any] = {}
     for key in TOPIC_CONFIG.keys:

@@ -25,9 +25,13 @@ SERVER_CONFIG = (
     .define("controller.listener.names", "list", [], read_only=True)
     .define("controller.quorum.voters", "list", [], read_only=True)
     .define("controller.quorum.bootstrap.servers", "list", [], read_only=True)
-    .define("controller.quorum.auto.join.enable", "boolean", True,
-            doc="A controller that is not a voter adds itself to the quorum once caught up (KIP-853). "
-                "Kafka's default is false; kopfka's operator grows the controller set this way.")
+    .define(
+        "controller.quorum.auto.join.enable",
+        "boolean",
+        True,
+        doc="A controller that is not a voter adds itself to the quorum once caught up (KIP-853). "
+        "Kafka's default is false; kopfka's operator grows the controller set this way.",
+    )
     .define("controller.quorum.election.timeout.ms", "int", 1000, validator=at_least(0))
     .define("controller.quorum.fetch.timeout.ms", "int", 2000, validator=at_least(0))
     .define("controller.quorum.election.backoff.max.ms", "int", 1000, validator=at_least(0))
@@ -46,9 +50,18 @@ SERVER_CONFIG = (
     # --- listeners and network
     .define("listeners", "list", ["PLAINTEXT://:9092"], read_only=True)
     .define("advertised.listeners", "list", [], read_only=True)
-    .define("listener.security.protocol.map", "list",
-            ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT", "SASL_SSL:SASL_SSL"],
-            read_only=True)
+    .define(
+        "listener.security.protocol.map",
+        "list",
+        [
+            "PLAINTEXT:PLAINTEXT",
+            "CONTROLLER:PLAINTEXT",
+            "SSL:SSL",
+            "SASL_PLAINTEXT:SASL_PLAINTEXT",
+            "SASL_SSL:SASL_SSL",
+        ],
+        read_only=True,
+    )
     .define("inter.broker.listener.name", "string", None, read_only=True)
     .define("socket.request.max.bytes", "int", 104_857_600, validator=at_least(1))
     .define("socket.send.buffer.bytes", "int", 102_400)
@@ -66,8 +79,12 @@ SERVER_CONFIG = (
     .define("auto.create.topics.enable", "boolean", True)
     .define("delete.topic.enable", "boolean", True)
     .define("message.max.bytes", "int", 1_048_588, validator=at_least(0))
-    .define("compression.type", "string", "producer",
-            validator=one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"))
+    .define(
+        "compression.type",
+        "string",
+        "producer",
+        validator=one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+    )
     .define("compression.gzip.level", "int", -1)
     .define("compression.lz4.level", "int", 9, validator=between(1, 17))
     .define("compression.zstd.level", "int", 3)
@@ -119,6 +136,8 @@ SERVER_CONFIG = (
     .define("replica.fetch.min.bytes", "int", 1)
     .define("replica.fetch.response.max.bytes", "int", 10_485_760)
     .define("num.replica.fetchers", "int", 1, validator=at_least(1))
+    .define("replica.fetch.backoff.ms", "int", 1000, validator=at_least(0))
+    .define("replica.socket.timeout.ms", "int", 30000)
     .define("auto.leader.rebalance.enable", "boolean", True)
     .define("leader.imbalance.check.interval.seconds", "long", 300)
     .define("leader.replication.throttled.rate", "long", LONG_MAX)
@@ -155,8 +174,13 @@ SERVER_CONFIG = (
     .define("max.connection.creation.rate", "int", 2**31 - 1, validator=at_least(0))
     .define("telemetry.max.bytes", "int", 1_048_576, validator=at_least(1))
     # --- kopfka-specific (namespaced so they never collide with Kafka keys)
-    .define("kopfka.http.listener", "string", "", read_only=True,
-            doc="HOST:PORT of the health/metrics HTTP endpoint; empty disables it")
+    .define(
+        "kopfka.http.listener",
+        "string",
+        "",
+        read_only=True,
+        doc="HOST:PORT of the health/metrics HTTP endpoint; empty disables it",
+    )
 )
 
 _INTERPOLATION = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -320,19 +344,27 @@ class KafkaConfig:
             if not ctl:
                 raise ConfigError("controller.listener.names", "", "required when process.roles contains controller")
             if not any(lst.name in ctl for lst in listeners):
-                raise ConfigError("listeners", ",".join(self.values["listeners"]),
-                                  f"must include the controller listener {ctl[0]}")
+                raise ConfigError(
+                    "listeners", ",".join(self.values["listeners"]), f"must include the controller listener {ctl[0]}"
+                )
         if "broker" in roles and not self.broker_listeners:
-            raise ConfigError("listeners", ",".join(self.values["listeners"]), "a broker needs a non-controller listener")
+            raise ConfigError(
+                "listeners", ",".join(self.values["listeners"]), "a broker needs a non-controller listener"
+            )
         if "broker" in roles and not ctl:
             raise ConfigError("controller.listener.names", "", "required (the listener used to reach the controllers)")
         voters = self.values["controller.quorum.voters"]
         bootstrap = self.values["controller.quorum.bootstrap.servers"]
         if voters and bootstrap:
-            raise ConfigError("controller.quorum.bootstrap.servers", ",".join(bootstrap),
-                              "set either controller.quorum.voters or controller.quorum.bootstrap.servers, not both")
+            raise ConfigError(
+                "controller.quorum.bootstrap.servers",
+                ",".join(bootstrap),
+                "set either controller.quorum.voters or controller.quorum.bootstrap.servers, not both",
+            )
         if not voters and not bootstrap:
-            raise ConfigError("controller.quorum.voters", "", "set controller.quorum.voters or controller.quorum.bootstrap.servers")
+            raise ConfigError(
+                "controller.quorum.voters", "", "set controller.quorum.voters or controller.quorum.bootstrap.servers"
+            )
         for v in voters:
             if not re.match(r"^\d+@(\[[^\]]+\]|[^:]+):\d+$", v):
                 raise ConfigError("controller.quorum.voters", v, "expected ID@HOST:PORT")

@@ -18,8 +18,19 @@ from kopfka.storage.checkpoint import atomic_write
 BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
 
 # release -> metadata.version feature level (MetadataVersion's levels per Kafka release line)
-RELEASE_LEVELS = {"3.3": 7, "3.4": 8, "3.5": 11, "3.6": 14, "3.7": 19, "3.8": 20, "3.9": 21,
-                  "4.0": 25, "4.1": 27, "4.2": 28, "4.3": 30}
+RELEASE_LEVELS = {
+    "3.3": 7,
+    "3.4": 8,
+    "3.5": 11,
+    "3.6": 14,
+    "3.7": 19,
+    "3.8": 20,
+    "3.9": 21,
+    "4.0": 25,
+    "4.1": 27,
+    "4.2": 28,
+    "4.3": 30,
+}
 LATEST_PRODUCTION_RELEASE = "4.3"
 KRAFT_VERSION = "kraft.version"
 
@@ -31,10 +42,16 @@ def metadata_level_for(release: str) -> int:
     return RELEASE_LEVELS[short]
 
 
-def bootstrap_records(release: str = LATEST_PRODUCTION_RELEASE, *, kraft_version: int = 0,
-                      voters: tuple[tuple[int, str, str, int], ...] = ()) -> list[mr.MetadataRecord]:
-    recs: list[mr.MetadataRecord] = [mr.FeatureLevelRecord("metadata.version", metadata_level_for(release)),
-                                     mr.FeatureLevelRecord(KRAFT_VERSION, kraft_version)]
+def bootstrap_records(
+    release: str = LATEST_PRODUCTION_RELEASE,
+    *,
+    kraft_version: int = 0,
+    voters: tuple[tuple[int, str, str, int], ...] = (),
+) -> list[mr.MetadataRecord]:
+    recs: list[mr.MetadataRecord] = [
+        mr.FeatureLevelRecord("metadata.version", metadata_level_for(release)),
+        mr.FeatureLevelRecord(KRAFT_VERSION, kraft_version),
+    ]
     if voters:
         recs.append(mr.VotersRecord(voters))
     return recs

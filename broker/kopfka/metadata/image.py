@@ -37,8 +37,17 @@ class PartitionRegistration:
 
     @classmethod
     def from_record(cls, rec: r.PartitionRecord) -> PartitionRegistration:
-        return cls(rec.replicas, rec.isr, rec.leader, rec.leader_epoch, rec.partition_epoch,
-                   rec.removing_replicas, rec.adding_replicas, rec.directories, rec.leader_recovery_state)
+        return cls(
+            rec.replicas,
+            rec.isr,
+            rec.leader,
+            rec.leader_epoch,
+            rec.partition_epoch,
+            rec.removing_replicas,
+            rec.adding_replicas,
+            rec.directories,
+            rec.leader_recovery_state,
+        )
 
     def merge(self, rec: r.PartitionChangeRecord) -> PartitionRegistration:
         """Apply a change: unset fields carry over; a set leader bumps the leader epoch."""
@@ -53,14 +62,25 @@ class PartitionRegistration:
             removing_replicas=self.removing_replicas if rec.removing_replicas is None else rec.removing_replicas,
             adding_replicas=self.adding_replicas if rec.adding_replicas is None else rec.adding_replicas,
             directories=self.directories if rec.directories is None else rec.directories,
-            leader_recovery_state=(self.leader_recovery_state if rec.leader_recovery_state is None
-                                   else rec.leader_recovery_state),
+            leader_recovery_state=(
+                self.leader_recovery_state if rec.leader_recovery_state is None else rec.leader_recovery_state
+            ),
         )
 
     def to_record(self, topic_id: str, partition_id: int) -> r.PartitionRecord:
-        return r.PartitionRecord(partition_id, topic_id, self.replicas, self.isr, self.leader,
-                                 self.leader_epoch, self.partition_epoch, self.removing_replicas,
-                                 self.adding_replicas, self.directories, self.leader_recovery_state)
+        return r.PartitionRecord(
+            partition_id,
+            topic_id,
+            self.replicas,
+            self.isr,
+            self.leader,
+            self.leader_epoch,
+            self.partition_epoch,
+            self.removing_replicas,
+            self.adding_replicas,
+            self.directories,
+            self.leader_recovery_state,
+        )
 
 
 @dataclass(frozen=True)
@@ -104,7 +124,9 @@ class MetadataImage:
     topics_by_id: Mapping[str, TopicImage] = field(default_factory=lambda: EMPTY_MAP)
     topics_by_name: Mapping[str, TopicImage] = field(default_factory=lambda: EMPTY_MAP)
     configs: Mapping[tuple[int, str], Mapping[str, str]] = field(default_factory=lambda: EMPTY_MAP)
-    client_quotas: Mapping[tuple[tuple[str, str | None], ...], Mapping[str, float]] = field(default_factory=lambda: EMPTY_MAP)
+    client_quotas: Mapping[tuple[tuple[str, str | None], ...], Mapping[str, float]] = field(
+        default_factory=lambda: EMPTY_MAP
+    )
     next_producer_id: int = 0
     voters: tuple[tuple[int, str, str, int], ...] = ()
 
@@ -138,8 +160,16 @@ class MetadataImage:
         if self.voters:
             yield r.VotersRecord(self.voters)
         for b in self.brokers.values():
-            yield r.RegisterBrokerRecord(b.broker_id, b.incarnation_id, b.epoch, b.endpoints, b.rack,
-                                         b.fenced, b.in_controlled_shutdown, b.log_dirs)
+            yield r.RegisterBrokerRecord(
+                b.broker_id,
+                b.incarnation_id,
+                b.epoch,
+                b.endpoints,
+                b.rack,
+                b.fenced,
+                b.in_controlled_shutdown,
+                b.log_dirs,
+            )
             if b.cordoned_log_dirs is not None:
                 yield r.BrokerRegistrationChangeRecord(b.broker_id, b.epoch, cordoned_log_dirs=b.cordoned_log_dirs)
         for t in self.topics_by_id.values():
@@ -213,7 +243,7 @@ class MetadataDelta:
         for rec in recs:
             self.replay(rec)
 
-    def replay(self, rec: r.MetadataRecord) -> None:  # noqa: C901 - one arm per record type
+    def replay(self, rec: r.MetadataRecord) -> None:
         if isinstance(rec, r.FeatureLevelRecord):
             if rec.feature_level == 0 and rec.name != METADATA_VERSION:
                 self._f().pop(rec.name, None)
@@ -221,8 +251,15 @@ class MetadataDelta:
                 self._f()[rec.name] = rec.feature_level
         elif isinstance(rec, r.RegisterBrokerRecord):
             self._b()[rec.broker_id] = BrokerRegistration(
-                rec.broker_id, rec.broker_epoch, rec.incarnation_id, rec.endpoints, rec.rack,
-                rec.fenced, rec.in_controlled_shutdown, rec.log_dirs)
+                rec.broker_id,
+                rec.broker_epoch,
+                rec.incarnation_id,
+                rec.endpoints,
+                rec.rack,
+                rec.fenced,
+                rec.in_controlled_shutdown,
+                rec.log_dirs,
+            )
             self.changed_brokers.add(rec.broker_id)
         elif isinstance(rec, r.UnregisterBrokerRecord):
             b = self._b().get(rec.broker_id)
@@ -235,11 +272,11 @@ class MetadataDelta:
                 self._b()[rec.broker_id] = replace(
                     b,
                     fenced=b.fenced if rec.fenced is None else rec.fenced,
-                    in_controlled_shutdown=(b.in_controlled_shutdown if rec.in_controlled_shutdown is None
-                                            else rec.in_controlled_shutdown),
+                    in_controlled_shutdown=(
+                        b.in_controlled_shutdown if rec.in_controlled_shutdown is None else rec.in_controlled_shutdown
+                    ),
                     log_dirs=b.log_dirs if rec.log_dirs is None else rec.log_dirs,
-                    cordoned_log_dirs=(b.cordoned_log_dirs if rec.cordoned_log_dirs is None
-                                       else rec.cordoned_log_dirs),
+                    cordoned_log_dirs=(b.cordoned_log_dirs if rec.cordoned_log_dirs is None else rec.cordoned_log_dirs),
                 )
                 self.changed_brokers.add(rec.broker_id)
         elif isinstance(rec, r.TopicRecord):
@@ -250,7 +287,9 @@ class MetadataDelta:
         elif isinstance(rec, r.PartitionChangeRecord):
             topic = self._t().get(rec.topic_id)
             if topic is None or rec.partition_id not in topic.partitions:
-                raise r.MetadataRecordError(f"PartitionChangeRecord for unknown partition {rec.topic_id}:{rec.partition_id}")
+                raise r.MetadataRecordError(
+                    f"PartitionChangeRecord for unknown partition {rec.topic_id}:{rec.partition_id}"
+                )
             self._set_partition(rec.topic_id, rec.partition_id, topic.partitions[rec.partition_id].merge(rec))
         elif isinstance(rec, r.RemoveTopicRecord):
             topic = self._t().pop(rec.topic_id, None)
@@ -292,7 +331,9 @@ class MetadataDelta:
             self._next_producer_id = max(self._next_producer_id, rec.next_producer_id)
         elif isinstance(rec, r.VotersRecord):
             self._voters = rec.voters
-        elif isinstance(rec, r.BeginTransactionRecord | r.EndTransactionRecord | r.AbortTransactionRecord | r.NoOpRecord):
+        elif isinstance(
+            rec, r.BeginTransactionRecord | r.EndTransactionRecord | r.AbortTransactionRecord | r.NoOpRecord
+        ):
             pass  # transaction framing is handled by the batch loader
         else:
             raise r.MetadataRecordError(f"no replay rule for {type(rec).__name__}")
@@ -331,8 +372,9 @@ class MetadataDelta:
         )
 
 
-def replay(records: Iterable[r.MetadataRecord], image: MetadataImage | None = None,
-           provenance: Provenance | None = None) -> MetadataImage:
+def replay(
+    records: Iterable[r.MetadataRecord], image: MetadataImage | None = None, provenance: Provenance | None = None
+) -> MetadataImage:
     delta = MetadataDelta(image or MetadataImage())
     delta.replay_all(records)
     return delta.apply(provenance or Provenance())

@@ -40,6 +40,7 @@ def is_supported(api_key: int, api_version: int) -> bool:
     rng = BROKER_APIS.get(api_key) or EXTRA_APIS.get(api_key)
     return rng is not None and rng[0] <= api_version <= rng[1]
 
+
 # APIs answered only on the controller listener (KRaft quorum and controller RPCs).
 CONTROLLER_APIS: dict[int, tuple[int, int]] = {
     1: (17, 17),  # Fetch (raft fetch of __cluster_metadata)

@@ -1,4 +1,4 @@
-"""Hand-written FetchResponse encoder (v4–v18) that leaves record data as file regions.
+"""Hand-written FetchResponse encoder (v4-v18) that leaves record data as file regions.
 
 Fetch is the hot path: the record bytes of each partition are sent straight from the segment
 file with sendfile, so the response is produced as a list of chunks — encoded bytes around

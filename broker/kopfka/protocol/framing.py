@@ -46,9 +46,7 @@ class FrameDecoder:
             if size < 0:
                 raise FrameError(f"negative frame size {size}")
             if size > self.max_frame_bytes:
-                raise FrameTooLarge(
-                    f"frame of {size} bytes exceeds socket.request.max.bytes {self.max_frame_bytes}"
-                )
+                raise FrameTooLarge(f"frame of {size} bytes exceeds socket.request.max.bytes {self.max_frame_bytes}")
             if len(self._buf) < 4 + size:
                 break
             frames.append(bytes(self._buf[4 : 4 + size]))
@@ -77,8 +75,8 @@ class FrameReceiver:
 
     def get_buffer(self) -> memoryview:
         if self._frame is not None:
-            return memoryview(self._frame)[self._filled:]
-        return memoryview(self._scratch)[self._len:]
+            return memoryview(self._frame)[self._filled :]
+        return memoryview(self._scratch)[self._len :]
 
     def buffer_updated(self, nbytes: int) -> list[bytes | memoryview]:
         if self._frame is not None:
@@ -159,7 +157,7 @@ def decode_request(frame: bytes | memoryview) -> DecodedRequest:
     header_cls: type[Any] = RequestHeaderV2 if schema.__flexible__ else RequestHeaderV1
     try:
         hdr, hsize = entity_reader(header_cls)(frame, 0)
-        body, bsize = entity_reader(schema)(frame, hsize)
+        body, _ = entity_reader(schema)(frame, hsize)
     except Exception as exc:  # kio raises assorted errors on malformed input
         raise FrameError(f"cannot parse {schema.__name__} v{api_version}: {exc}") from exc
     # Trailing bytes after the body are ignored, as Kafka's parser does: librdkafka, for one,
@@ -189,8 +187,8 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, body: A
 __all__ = [
     "DecodedRequest",
     "FrameDecoder",
-    "FrameReceiver",
     "FrameError",
+    "FrameReceiver",
     "FrameTooLarge",
     "RequestHeader",
     "ResponseHeaderV0",

@@ -68,8 +68,10 @@ class FetchSessionCache:
         if s is None:
             raise KafkaError(ErrorCode.fetch_session_id_not_found, f"fetch session {session_id} not found")
         if s.epoch != epoch:
-            raise KafkaError(ErrorCode.invalid_fetch_session_epoch,
-                             f"fetch session {session_id} expected epoch {s.epoch}, got {epoch}")
+            raise KafkaError(
+                ErrorCode.invalid_fetch_session_epoch,
+                f"fetch session {session_id} expected epoch {s.epoch}, got {epoch}",
+            )
         s.last_used = time.monotonic()
         return s
 

@@ -31,10 +31,13 @@ async def handle_api_versions(ctx: RequestContext, req: Any) -> dict[str, Any]:
         "error_code": error,
         "api_keys": api_keys(),
         "throttle_time": 0,
-        "supported_features": [{"name": n, "min_version": lo, "max_version": hi} for n, (lo, hi) in SUPPORTED_FEATURES.items()],
+        "supported_features": [
+            {"name": n, "min_version": lo, "max_version": hi} for n, (lo, hi) in SUPPORTED_FEATURES.items()
+        ],
         "finalized_features_epoch": image.provenance.last_offset,
-        "finalized_features": [{"name": n, "max_version_level": v, "min_version_level": v}
-                               for n, v in image.features.items()],
+        "finalized_features": [
+            {"name": n, "max_version_level": v, "min_version_level": v} for n, v in image.features.items()
+        ],
         "zk_migration_ready": False,
     }
 

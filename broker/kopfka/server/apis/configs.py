@@ -16,12 +16,28 @@ from kopfka.config.server_config import SERVER_CONFIG
 from kopfka.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE
 from kopfka.protocol.errors import ErrorCode, KafkaError
 from kopfka.server.apis.registry import api
+from kopfka.server.request_context import RequestContext
 from kopfka.telemetry.subscriptions import CLIENT_METRICS_RESOURCE
 from kopfka.telemetry.subscriptions import describe_entries as describe_client_metrics_entries
-from kopfka.server.request_context import RequestContext
 
-DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 2, 3, 4, 5
-CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7, "class": 8, "password": 9}
+DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = (
+    1,
+    2,
+    3,
+    4,
+    5,
+)
+CONFIG_TYPES = {
+    "boolean": 1,
+    "string": 2,
+    "int": 3,
+    "short": 4,
+    "long": 5,
+    "double": 6,
+    "list": 7,
+    "class": 8,
+    "password": 9,
+}
 
 
 def _broker_layers(ctx: RequestContext, key: str) -> list[tuple[str, int]]:
@@ -41,15 +57,31 @@ def _broker_layers(ctx: RequestContext, key: str) -> list[tuple[str, int]]:
     return layers
 
 
-def _entry(name: str, value: str | None, source: int, defn: ConfigKey, synonyms: list[dict[str, Any]], read_only: bool) -> dict[str, Any]:
+def _entry(
+    name: str, value: str | None, source: int, defn: ConfigKey, synonyms: list[dict[str, Any]], read_only: bool
+) -> dict[str, Any]:
     sensitive = defn.sensitive or defn.type == "password"
-    return {"name": name, "value": None if sensitive else value, "read_only": read_only, "config_source": source,
-            "is_sensitive": sensitive, "synonyms": synonyms, "config_type": CONFIG_TYPES.get(defn.type, 0),
-            "documentation": defn.doc or None, "is_default": source == DEFAULT_CONFIG}
+    return {
+        "name": name,
+        "value": None if sensitive else value,
+        "read_only": read_only,
+        "config_source": source,
+        "is_sensitive": sensitive,
+        "synonyms": synonyms,
+        "config_type": CONFIG_TYPES.get(defn.type, 0),
+        "documentation": defn.doc or None,
+        "is_default": source == DEFAULT_CONFIG,
+    }
 
 
-def describe_topic_config_entries(ctx: RequestContext, topic: str, *, overrides: Mapping[str, str] | None = None,
-                                  include_synonyms: bool = True, keys: list[str] | None = None) -> list[dict[str, Any]]:
+def describe_topic_config_entries(
+    ctx: RequestContext,
+    topic: str,
+    *,
+    overrides: Mapping[str, str] | None = None,
+    include_synonyms: bool = True,
+    keys: list[str] | None = None,
+) -> list[dict[str, Any]]:
     dynamic = dict(ctx.image.topic_config(topic)) if overrides is None else dict(overrides)
     out = []
     for key, defn in TOPIC_CONFIG.keys.items():
@@ -71,15 +103,20 @@ def describe_topic_config_entries(ctx: RequestContext, topic: str, *, overrides:
     return out
 
 
-def describe_broker_config_entries(ctx: RequestContext, broker: str, *, include_synonyms: bool = True,
-                                   keys: list[str] | None = None) -> list[dict[str, Any]]:
+def describe_broker_config_entries(
+    ctx: RequestContext, broker: str, *, include_synonyms: bool = True, keys: list[str] | None = None
+) -> list[dict[str, Any]]:
     out = []
     for key, defn in SERVER_CONFIG.keys.items():
         if keys is not None and key not in keys:
             continue
-        layers = _broker_layers(ctx, key) if broker else [(v, s) for v, s in _broker_layers(ctx, key) if s == DYNAMIC_DEFAULT_BROKER_CONFIG]
+        layers = (
+            _broker_layers(ctx, key)
+            if broker
+            else [(v, s) for v, s in _broker_layers(ctx, key) if s == DYNAMIC_DEFAULT_BROKER_CONFIG]
+        )
         chain = [(key, v, s) for v, s in layers] + [(key, format_value(defn.default), DEFAULT_CONFIG)]
-        name0, value0, source0 = chain[0]
+        _, value0, source0 = chain[0]
         synonyms = [{"name": n, "value": v, "source": s} for n, v, s in chain] if include_synonyms else []
         out.append(_entry(key, value0, source0, defn, synonyms, defn.read_only))
     return out
@@ -90,18 +127,31 @@ async def handle_describe_configs(ctx: RequestContext, req: Any) -> dict[str, An
     include_synonyms = getattr(req, "include_synonyms", False)
     results = []
     for res in req.resources:
-        out: dict[str, Any] = {"error_code": ErrorCode.none, "error_message": None, "resource_type": res.resource_type,
-                               "resource_name": res.resource_name, "configs": []}
+        out: dict[str, Any] = {
+            "error_code": ErrorCode.none,
+            "error_message": None,
+            "resource_type": res.resource_type,
+            "resource_name": res.resource_name,
+            "configs": [],
+        }
         keys = list(res.configuration_keys) if res.configuration_keys is not None else None
         try:
             if res.resource_type == TOPIC_RESOURCE:
                 if res.resource_name not in ctx.image.topics_by_name:
                     raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic {res.resource_name} does not exist")
-                out["configs"] = describe_topic_config_entries(ctx, res.resource_name, include_synonyms=include_synonyms, keys=keys)
+                out["configs"] = describe_topic_config_entries(
+                    ctx, res.resource_name, include_synonyms=include_synonyms, keys=keys
+                )
             elif res.resource_type == BROKER_RESOURCE:
                 if res.resource_name not in ("", str(ctx.services.node_id)):
-                    raise KafkaError(ErrorCode.invalid_request, f"Unexpected broker id, expected {ctx.services.node_id} or empty string, but received {res.resource_name}")
-                out["configs"] = describe_broker_config_entries(ctx, res.resource_name, include_synonyms=include_synonyms, keys=keys)
+                    raise KafkaError(
+                        ErrorCode.invalid_request,
+                        f"Unexpected broker id, expected {ctx.services.node_id} or empty string, "
+                        f"but received {res.resource_name}",
+                    )
+                out["configs"] = describe_broker_config_entries(
+                    ctx, res.resource_name, include_synonyms=include_synonyms, keys=keys
+                )
             elif res.resource_type == CLIENT_METRICS_RESOURCE:  # KIP-714 subscriptions
                 out["configs"] = describe_client_metrics_entries(ctx.image, res.resource_name, keys)
             else:
@@ -114,17 +164,38 @@ async def handle_describe_configs(ctx: RequestContext, req: Any) -> dict[str, An
 
 @api(44)
 async def handle_incremental_alter_configs(ctx: RequestContext, req: Any) -> dict[str, Any]:
-    resources = [(r.resource_type, r.resource_name, [(c.name, c.config_operation, c.value) for c in r.configs]) for r in req.resources]
+    resources = [
+        (r.resource_type, r.resource_name, [(c.name, c.config_operation, c.value) for c in r.configs])
+        for r in req.resources
+    ]
     results = await ctx.services.controller.incremental_alter_configs(resources, validate_only=req.validate_only)
-    return {"throttle_time": 0, "responses": [
-        {"error_code": r.error, "error_message": r.message, "resource_type": r.resource_type, "resource_name": r.name}
-        for r in results]}
+    return {
+        "throttle_time": 0,
+        "responses": [
+            {
+                "error_code": r.error,
+                "error_message": r.message,
+                "resource_type": r.resource_type,
+                "resource_name": r.name,
+            }
+            for r in results
+        ],
+    }
 
 
 @api(33)
 async def handle_alter_configs(ctx: RequestContext, req: Any) -> dict[str, Any]:
     resources = [(r.resource_type, r.resource_name, {c.name: c.value for c in r.configs}) for r in req.resources]
     results = await ctx.services.controller.alter_configs(resources, validate_only=req.validate_only)
-    return {"throttle_time": 0, "responses": [
-        {"error_code": r.error, "error_message": r.message, "resource_type": r.resource_type, "resource_name": r.name}
-        for r in results]}
+    return {
+        "throttle_time": 0,
+        "responses": [
+            {
+                "error_code": r.error,
+                "error_message": r.message,
+                "resource_type": r.resource_type,
+                "resource_name": r.name,
+            }
+            for r in results
+        ],
+    }

@@ -9,13 +9,13 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from kopfka import uuids
 from kopfka.controller.quorum_controller import CreateTopicSpec
 from kopfka.controller.topic_validation import INTERNAL_TOPICS, validate_topic_name
 from kopfka.metadata.image import MetadataImage, TopicImage
 from kopfka.protocol.errors import ErrorCode, KafkaError
 from kopfka.server.apis.registry import api
 from kopfka.server.request_context import RequestContext
-from kopfka import uuids
 
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
@@ -38,15 +38,17 @@ def topic_metadata(image: MetadataImage, topic: TopicImage, error: ErrorCode = E
     for pid in sorted(topic.partitions):
         p = topic.partitions[pid]
         perr = ErrorCode.none if p.leader in alive else ErrorCode.leader_not_available
-        partitions.append({
-            "error_code": perr,
-            "partition_index": pid,
-            "leader_id": p.leader if p.leader in alive else -1,
-            "leader_epoch": p.leader_epoch,
-            "replica_nodes": list(p.replicas),
-            "isr_nodes": list(p.isr),
-            "offline_replicas": [r for r in p.replicas if r not in image.brokers],
-        })
+        partitions.append(
+            {
+                "error_code": perr,
+                "partition_index": pid,
+                "leader_id": p.leader if p.leader in alive else -1,
+                "leader_epoch": p.leader_epoch,
+                "replica_nodes": list(p.replicas),
+                "isr_nodes": list(p.isr),
+                "offline_replicas": [r for r in p.replicas if r not in image.brokers],
+            }
+        )
     return {
         "error_code": error,
         "name": topic.name,
@@ -58,8 +60,14 @@ def topic_metadata(image: MetadataImage, topic: TopicImage, error: ErrorCode = E
 
 
 def _error_topic(name: str | None, topic_id: Any, error: ErrorCode) -> dict[str, Any]:
-    return {"error_code": error, "name": name, "topic_id": topic_id, "is_internal": False, "partitions": [],
-            "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+    return {
+        "error_code": error,
+        "name": name,
+        "topic_id": topic_id,
+        "is_internal": False,
+        "partitions": [],
+        "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+    }
 
 
 def controller_id_for_clients(ctx: RequestContext, image: MetadataImage) -> int:
@@ -138,17 +146,25 @@ async def handle_describe_cluster(ctx: RequestContext, req: Any) -> dict[str, An
     image = ctx.image
     endpoint_type = getattr(req, "endpoint_type", 1)
     if endpoint_type not in (1,):
-        return {"throttle_time": 0, "error_code": ErrorCode.unsupported_endpoint_type,
-                "error_message": "only broker endpoints are supported", "endpoint_type": endpoint_type,
-                "cluster_id": ctx.services.cluster_id, "controller_id": -1, "brokers": [],
-                "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+        return {
+            "throttle_time": 0,
+            "error_code": ErrorCode.unsupported_endpoint_type,
+            "error_message": "only broker endpoints are supported",
+            "endpoint_type": endpoint_type,
+            "cluster_id": ctx.services.cluster_id,
+            "controller_id": -1,
+            "brokers": [],
+            "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+        }
     include_fenced = getattr(req, "include_fenced_brokers", False)
     brokers = []
     for b in sorted(image.brokers.values(), key=lambda b: b.broker_id):
         ep = b.endpoint(ctx.listener_name)
         if ep is None or (b.fenced and not include_fenced):
             continue
-        brokers.append({"broker_id": b.broker_id, "host": ep.host, "port": ep.port, "rack": b.rack, "is_fenced": b.fenced})
+        brokers.append(
+            {"broker_id": b.broker_id, "host": ep.host, "port": ep.port, "rack": b.rack, "is_fenced": b.fenced}
+        )
     return {
         "throttle_time": 0,
         "error_code": ErrorCode.none,

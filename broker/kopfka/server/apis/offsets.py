@@ -30,8 +30,13 @@ async def handle_list_offsets(ctx: RequestContext, req: Any) -> dict[str, Any]:
     for t in req.topics:
         parts = []
         for p in t.partitions:
-            out: dict[str, Any] = {"partition_index": p.partition_index, "error_code": ErrorCode.none,
-                                   "timestamp": -1, "offset": -1, "leader_epoch": -1}
+            out: dict[str, Any] = {
+                "partition_index": p.partition_index,
+                "error_code": ErrorCode.none,
+                "timestamp": -1,
+                "offset": -1,
+                "leader_epoch": -1,
+            }
             parts.append(out)
             try:
                 if (t.name, p.partition_index) in seen:
@@ -39,7 +44,9 @@ async def handle_list_offsets(ctx: RequestContext, req: Any) -> dict[str, Any]:
                 seen.add((t.name, p.partition_index))
                 ts = int(p.timestamp)
                 if ts < min_special:
-                    raise KafkaError(ErrorCode.unsupported_version, f"timestamp {ts} not supported at v{ctx.api_version}")
+                    raise KafkaError(
+                        ErrorCode.unsupported_version, f"timestamp {ts} not supported at v{ctx.api_version}"
+                    )
                 part = rm.get_leader_partition((t.name, p.partition_index), getattr(p, "current_leader_epoch", -1))
                 ulog = part.log
                 if ts == LATEST:
@@ -77,7 +84,12 @@ async def handle_offset_for_leader_epoch(ctx: RequestContext, req: Any) -> dict[
     for t in req.topics:
         parts = []
         for p in t.partitions:
-            out: dict[str, Any] = {"error_code": ErrorCode.none, "partition": p.partition, "leader_epoch": -1, "end_offset": -1}
+            out: dict[str, Any] = {
+                "error_code": ErrorCode.none,
+                "partition": p.partition,
+                "leader_epoch": -1,
+                "end_offset": -1,
+            }
             try:
                 part = rm.get_leader_partition((t.topic, p.partition), p.current_leader_epoch)
                 found = part.log.end_offset_for_epoch(p.leader_epoch)

@@ -11,8 +11,13 @@ from kopfka.server.request_context import RequestContext
 
 @api(22)
 async def handle_init_producer_id(ctx: RequestContext, req: Any) -> dict[str, Any]:
-    base = {"throttle_time": 0, "producer_id": -1, "producer_epoch": -1,
-            "ongoing_txn_producer_id": -1, "ongoing_txn_producer_epoch": -1}
+    base = {
+        "throttle_time": 0,
+        "producer_id": -1,
+        "producer_epoch": -1,
+        "ongoing_txn_producer_id": -1,
+        "ongoing_txn_producer_epoch": -1,
+    }
     if req.transactional_id is not None:
         return {**base, "error_code": ErrorCode.transactional_id_authorization_failed}
     try:
