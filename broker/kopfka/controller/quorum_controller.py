@@ -32,6 +32,7 @@ from kopfka.metadata.image import (
     TOPIC_RESOURCE,
     MetadataDelta,
     MetadataImage,
+    PartitionRegistration,
     Provenance,
 )
 from kopfka.protocol.errors import ErrorCode, KafkaError
@@ -83,6 +84,37 @@ class HeartbeatResult:
     should_shutdown: bool
 
 
+@dataclass
+class AlterPartitionResult:
+    error: ErrorCode = ErrorCode.none
+    leader: int = -1
+    leader_epoch: int = -1
+    isr: tuple[int, ...] = ()
+    partition_epoch: int = -1
+
+
+@dataclass
+class PartitionOutcome:
+    """Per-partition outcome of ElectLeaders / AlterPartitionReassignments."""
+
+    topic: str
+    partition: int
+    error: ErrorCode = ErrorCode.none
+    message: str | None = None
+
+
+@dataclass
+class OngoingReassignment:
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...]
+    removing: tuple[int, ...]
+
+
+PREFERRED, UNCLEAN = 0, 1
+
+
 class QuorumController:
     def __init__(self, raft: RaftClient, *, node_id: int, cluster_id: str, static_config: Mapping[str, object]) -> None:
         self.raft = raft
@@ -95,6 +127,7 @@ class QuorumController:
         self._registration_offsets: dict[int, int] = {}
         self._session_timeout_s = int(static_config.get("broker.session.timeout.ms", 9000)) / 1000  # type: ignore[call-overload]
         self._fencer: asyncio.Task[None] | None = None
+        self._rebalancer: asyncio.Task[None] | None = None
         self._was_active = False
         self._background: set[asyncio.Task[None]] = set()
         self.bootstrap_records: list[mr.MetadataRecord] = []
@@ -128,6 +161,8 @@ class QuorumController:
             log.warning("bootstrap write failed: %s", exc)
         if self._fencer is None or self._fencer.done():
             self._fencer = asyncio.create_task(self._fence_expired_loop(), name="controller-fencer")
+        if self._rebalancer is None or self._rebalancer.done():
+            self._rebalancer = asyncio.create_task(self._auto_rebalance_loop(), name="controller-leader-rebalance")
 
     async def _fence_expired_loop(self) -> None:
         """broker.session.timeout.ms: a broker that stopped heartbeating is fenced and loses leadership."""
@@ -157,22 +192,263 @@ class QuorumController:
                 await self._write(records)
             return expired
 
-    def _move_leadership_off(self, broker_id: int) -> list[mr.MetadataRecord]:
-        """Elect another usable ISR member where the broker leads; shrink it out of larger ISRs."""
+    def _move_leadership_off(self, broker_id: int, *, keep_sole: bool = False) -> list[mr.MetadataRecord]:
+        """The broker is going away (fenced, unregistered, in controlled shutdown, re-registered after
+        a crash): shrink it out of every ISR and elect another usable ISR member where it leads.
+        As the last ISR member it stays in the ISR (the partition goes offline instead, unless
+        `keep_sole`: then it even stays leader)."""
         out: list[mr.MetadataRecord] = []
         for t in self.image.topics_by_id.values():
             for pid, p in t.partitions.items():
                 if broker_id not in p.isr and p.leader != broker_id:
                     continue
+                if keep_sole and p.isr == (broker_id,):
+                    continue
                 rest = tuple(r for r in p.isr if r != broker_id)
-                live = [r for r in rest if self._is_usable(r)]
-                if p.leader == broker_id:
-                    if live:
-                        out.append(mr.PartitionChangeRecord(pid, t.topic_id, isr=rest, leader=live[0]))
-                    else:  # last replica in the ISR: keep it there, the partition goes offline
-                        out.append(mr.PartitionChangeRecord(pid, t.topic_id, leader=-1))
-                elif rest:
-                    out.append(mr.PartitionChangeRecord(pid, t.topic_id, isr=rest))
+                rec = self._change(t.topic_id, pid, p, isr=rest or p.isr, unusable={broker_id})
+                if rec is not None:
+                    out.append(rec)
+        return out
+
+    # --- partition changes: one builder for every path (Kafka's PartitionChangeBuilder) ----------
+    def _unclean_allowed(self, topic: str) -> bool:
+        raw: object = self.image.topic_config(topic).get("unclean.leader.election.enable")
+        if raw is None:
+            raw = self.image.broker_config(None).get("unclean.leader.election.enable")
+        if raw is None:
+            raw = self.static_config.get("unclean.leader.election.enable", False)
+        return str(raw).lower() == "true"
+
+    def _change(self, topic_id: str, pid: int, p: PartitionRegistration, *, isr: tuple[int, ...] | None = None,
+                replicas: tuple[int, ...] | None = None, adding: tuple[int, ...] | None = None,
+                removing: tuple[int, ...] | None = None, leader: int | None = None,
+                unusable: set[int] | frozenset[int] = frozenset(), unclean: bool = False) -> mr.PartitionChangeRecord | None:
+        """The record that moves `p` to the requested state: completes a reassignment once every
+        adding replica is in the ISR, and elects a leader (preferred order, ISR only; outside it only
+        for an unclean election) when the current one is gone. None when nothing changes."""
+        new_isr = p.isr if isr is None else isr
+        new_replicas = p.replicas if replicas is None else replicas
+        new_adding = p.adding_replicas if adding is None else adding
+        new_removing = p.removing_replicas if removing is None else removing
+        if (new_adding or new_removing) and all(a in new_isr for a in new_adding):
+            target = tuple(r for r in new_replicas if r not in new_removing)
+            isr_in_target = tuple(r for r in new_isr if r in target)
+            if isr_in_target:
+                new_replicas, new_isr, new_adding, new_removing = target, isr_in_target, (), ()
+
+        def usable(r: int) -> bool:
+            return r not in unusable and self._is_usable(r)
+
+        new_leader = p.leader if leader is None else leader
+        if new_leader < 0 or new_leader not in new_isr or new_leader not in new_replicas or not usable(new_leader):
+            candidates = [r for r in new_replicas if r in new_isr and usable(r)]
+            if candidates:
+                new_leader = candidates[0]
+            else:
+                topic = self.image.topics_by_id.get(topic_id)
+                if unclean or (topic is not None and self._unclean_allowed(topic.name)):
+                    candidates = [r for r in new_replicas if usable(r)]
+                if candidates:
+                    new_leader = candidates[0]
+                    new_isr = (new_leader,)
+                    log.warning("[QuorumController id=%d] unclean leader election for %s-%d: %d (ISR was %s)",
+                                self.node_id, topic.name if topic else topic_id, pid, new_leader, list(p.isr))
+                else:
+                    new_leader = -1
+        rec = mr.PartitionChangeRecord(
+            pid, topic_id,
+            isr=new_isr if new_isr != p.isr else None,
+            leader=new_leader if new_leader != p.leader else None,
+            replicas=new_replicas if new_replicas != p.replicas else None,
+            adding_replicas=new_adding if new_adding != p.adding_replicas else None,
+            removing_replicas=new_removing if new_removing != p.removing_replicas else None,
+        )
+        if rec.isr is None and rec.leader is None and rec.replicas is None and rec.adding_replicas is None \
+                and rec.removing_replicas is None:
+            return None
+        return rec
+
+    # --- AlterPartition (the leader proposes ISR changes) ------------------------------------------
+    async def alter_partition(self, broker_id: int, broker_epoch: int, topic_id: str, partition: int,
+                              leader_epoch: int, partition_epoch: int,
+                              new_isr: list[tuple[int, int]]) -> AlterPartitionResult:
+        async with self._lock:
+            self._check_active()
+            b = self.image.brokers.get(broker_id)
+            if b is None or (broker_epoch >= 0 and b.epoch != broker_epoch):
+                return AlterPartitionResult(ErrorCode.stale_broker_epoch)
+            t = self.image.topics_by_id.get(topic_id)
+            p = t.partitions.get(partition) if t is not None else None
+            if t is None or p is None:
+                return AlterPartitionResult(ErrorCode.unknown_topic_id if t is None else ErrorCode.unknown_topic_or_partition)
+            if leader_epoch != p.leader_epoch:
+                return AlterPartitionResult(ErrorCode.fenced_leader_epoch)
+            if p.leader != broker_id:
+                return AlterPartitionResult(ErrorCode.invalid_request)
+            if partition_epoch != p.partition_epoch:
+                return AlterPartitionResult(ErrorCode.invalid_update_version)
+            isr = tuple(r for r, _ in new_isr)
+            if broker_id not in isr or len(set(isr)) != len(isr) or any(r not in p.replicas for r in isr):
+                return AlterPartitionResult(ErrorCode.invalid_request)
+            for r, epoch in new_isr:
+                if r in p.isr:
+                    continue
+                rb = self.image.brokers.get(r)
+                # KIP-841: a fenced or shutting-down broker, or a stale incarnation, never joins the ISR
+                if rb is None or rb.fenced or rb.in_controlled_shutdown or (epoch >= 0 and epoch != rb.epoch):
+                    return AlterPartitionResult(ErrorCode.ineligible_replica)
+            rec = self._change(topic_id, partition, p, isr=isr)
+            if rec is not None:
+                await self._write([rec])
+                p = p.merge(rec)
+            return AlterPartitionResult(ErrorCode.none, p.leader, p.leader_epoch, p.isr, p.partition_epoch)
+
+    # --- leader elections ------------------------------------------------------------------------
+    def _partitions_of(self, wanted: list[tuple[str, int]] | None) -> list[tuple[str, int, str, PartitionRegistration | None]]:
+        out: list[tuple[str, int, str, PartitionRegistration | None]] = []
+        if wanted is None:
+            for t in self.image.topics_by_id.values():
+                for pid, p in sorted(t.partitions.items()):
+                    out.append((t.name, pid, t.topic_id, p))
+            return out
+        for name, pid in wanted:
+            ti = self.image.topics_by_name.get(name)
+            out.append((name, pid, ti.topic_id if ti else "", ti.partitions.get(pid) if ti else None))
+        return out
+
+    async def elect_leaders(self, election_type: int, wanted: list[tuple[str, int]] | None) -> list[PartitionOutcome]:
+        """ElectLeaders: PREFERRED moves leadership to the first replica if it is a usable ISR member;
+        UNCLEAN elects any usable replica for partitions without a usable leader."""
+        async with self._lock:
+            self._check_active()
+            results: list[PartitionOutcome] = []
+            records: list[mr.MetadataRecord] = []
+            for name, pid, topic_id, p in self._partitions_of(wanted):
+                res = PartitionOutcome(name, pid)
+                if p is None:
+                    res.error, res.message = ErrorCode.unknown_topic_or_partition, "The partition does not exist."
+                elif election_type == PREFERRED:
+                    preferred = p.replicas[0]
+                    if p.leader == preferred:
+                        res.error, res.message = ErrorCode.election_not_needed, "Leader is already the preferred replica."
+                    elif preferred in p.isr and self._is_usable(preferred):
+                        records.append(mr.PartitionChangeRecord(pid, topic_id, leader=preferred))
+                    else:
+                        res.error = ErrorCode.preferred_leader_not_available
+                        res.message = f"Failed to elect leader for partition {name}-{pid} under strategy PREFERRED"
+                elif election_type == UNCLEAN:
+                    if p.leader >= 0 and self._is_usable(p.leader):
+                        res.error, res.message = ErrorCode.election_not_needed, "The partition has a leader."
+                    else:
+                        rec = self._change(topic_id, pid, p, unclean=True)
+                        if rec is None or rec.leader is None or rec.leader < 0:
+                            res.error = ErrorCode.eligible_leaders_not_available
+                            res.message = f"Failed to elect leader for partition {name}-{pid} under strategy UNCLEAN"
+                        else:
+                            records.append(rec)
+                else:
+                    res.error, res.message = ErrorCode.invalid_request, f"Unknown election type {election_type}"
+                if wanted is not None or res.error == ErrorCode.none:
+                    results.append(res)
+            if records:
+                await self._write(records)
+            return results
+
+    def _imbalanced_partitions(self) -> list[mr.MetadataRecord]:
+        """auto.leader.rebalance.enable: per preferred broker, when more than
+        leader.imbalance.per.broker.percentage of its partitions are led elsewhere, move them back."""
+        pct = float(self.static_config.get("leader.imbalance.per.broker.percentage", 10))  # type: ignore[arg-type]
+        by_broker: dict[int, list[tuple[str, int, int]]] = {}
+        totals: dict[int, int] = {}
+        for t in self.image.topics_by_id.values():
+            for pid, p in t.partitions.items():
+                if not p.replicas:
+                    continue
+                pref = p.replicas[0]
+                totals[pref] = totals.get(pref, 0) + 1
+                if p.leader != pref and pref in p.isr and self._is_usable(pref):
+                    by_broker.setdefault(pref, []).append((t.topic_id, pid, pref))
+        out: list[mr.MetadataRecord] = []
+        for b, parts in by_broker.items():
+            if len(parts) * 100.0 / totals[b] > pct:
+                out.extend(mr.PartitionChangeRecord(pid, tid, leader=pref) for tid, pid, pref in parts)
+        return out
+
+    async def _auto_rebalance_loop(self) -> None:
+        while self.is_active:
+            interval = float(self.static_config.get("leader.imbalance.check.interval.seconds", 300))  # type: ignore[arg-type]
+            await asyncio.sleep(max(interval, 0.1))
+            enabled: object = self.image.broker_config(None).get("auto.leader.rebalance.enable")
+            if enabled is None:
+                enabled = self.static_config.get("auto.leader.rebalance.enable", True)
+            if str(enabled).lower() != "true":
+                continue
+            try:
+                async with self._lock:
+                    if not self.is_active:
+                        return
+                    records = self._imbalanced_partitions()
+                    if records:
+                        log.info("[QuorumController id=%d] preferred leader election for %d partitions",
+                                 self.node_id, len(records))
+                        await self._write(records)
+            except KafkaError as exc:
+                log.debug("leader rebalance failed: %s", exc)
+            except Exception:
+                log.exception("leader rebalance failed")
+
+    # --- reassignments ---------------------------------------------------------------------------
+    async def alter_partition_reassignments(
+            self, items: list[tuple[str, int, list[int] | None]]) -> list[PartitionOutcome]:
+        """Start (target replicas) or cancel (None) reassignments: the replica set becomes target +
+        leaving replicas, with adding/removing recorded; it completes once the adding replicas are
+        in the ISR (AlterPartition), and leaving leaders hand over then."""
+        async with self._lock:
+            self._check_active()
+            results: list[PartitionOutcome] = []
+            records: list[mr.MetadataRecord] = []
+            for name, pid, target in items:
+                res = PartitionOutcome(name, pid)
+                results.append(res)
+                t = self.image.topics_by_name.get(name)
+                p = t.partitions.get(pid) if t is not None else None
+                if t is None or p is None:
+                    res.error, res.message = ErrorCode.unknown_topic_or_partition, "The partition does not exist."
+                    continue
+                original = tuple(r for r in p.replicas if r not in p.adding_replicas)
+                if target is None:
+                    if not p.adding_replicas and not p.removing_replicas:
+                        res.error = ErrorCode.no_reassignment_in_progress
+                        res.message = f"Partition {name}-{pid} has no ongoing reassignment"
+                        continue
+                    isr = tuple(r for r in p.isr if r in original) or p.isr
+                    rec = self._change(t.topic_id, pid, p, isr=isr, replicas=original, adding=(), removing=())
+                else:
+                    if not target or len(set(target)) != len(target):
+                        res.error, res.message = ErrorCode.invalid_replica_assignment, f"Invalid replica list {target}"
+                        continue
+                    missing = [r for r in target if r not in self.image.brokers]
+                    if missing:
+                        res.error = ErrorCode.invalid_replica_assignment
+                        res.message = f"The reassignment includes brokers that are not registered: {missing}"
+                        continue
+                    tgt = tuple(target)
+                    adding = tuple(r for r in tgt if r not in original)
+                    removing = tuple(r for r in original if r not in tgt)
+                    union = tgt + removing
+                    rec = self._change(t.topic_id, pid, p, replicas=union, adding=adding, removing=removing)
+                if rec is not None:
+                    records.append(rec)
+            if records:
+                await self._write(records)
+            return results
+
+    async def list_partition_reassignments(self, wanted: list[tuple[str, int]] | None) -> list[OngoingReassignment]:
+        self._check_active()
+        out = []
+        for name, pid, _tid, p in self._partitions_of(wanted):
+            if p is not None and (p.adding_replicas or p.removing_replicas):
+                out.append(OngoingReassignment(name, pid, p.replicas, p.adding_replicas, p.removing_replicas))
         return out
 
     @property
@@ -438,8 +714,11 @@ class QuorumController:
                     raise KafkaError(ErrorCode.duplicate_broker_registration,
                                      f"Another broker is registered with id {broker_id} and is still alive")
             epoch = self.raft.high_watermark  # Kafka uses the record offset as the broker epoch
+            # a new incarnation (e.g. after a crash) may have lost unflushed records: out of the ISRs
+            # with it until it catches up again (Kafka's handleBrokerUncleanShutdown)
+            moved = self._move_leadership_off(broker_id, keep_sole=True) if existing is not None else []
             offset = await self._write([mr.RegisterBrokerRecord(broker_id, incarnation_id, epoch, endpoints, rack,
-                                                                 True, False, log_dirs)])
+                                                                 True, False, log_dirs), *moved])
             self._registration_offsets[broker_id] = offset
             self._last_heartbeat[broker_id] = time.monotonic()
             return epoch
@@ -480,25 +759,24 @@ class QuorumController:
                    for t in self.image.topics_by_id.values() for p in t.partitions.values())
 
     async def _controlled_shutdown_records(self, broker_id: int) -> list[mr.MetadataRecord]:
-        """Move leadership off the broker to another ISR member; shrink it out of ISRs."""
-        out: list[mr.MetadataRecord] = []
-        for t in self.image.topics_by_id.values():
-            for pid, p in t.partitions.items():
-                if broker_id not in p.isr or len(p.isr) <= 1:
-                    continue
-                new_isr = tuple(r for r in p.isr if r != broker_id)
-                if p.leader == broker_id:
-                    out.append(mr.PartitionChangeRecord(pid, t.topic_id, isr=new_isr, leader=new_isr[0]))
-                else:
-                    out.append(mr.PartitionChangeRecord(pid, t.topic_id, isr=new_isr))
-        return out
+        """Move leadership off the broker to another usable ISR member; shrink it out of ISRs
+        (KIP-841: being in controlled shutdown, it cannot rejoin them)."""
+        return self._move_leadership_off(broker_id, keep_sole=True)
 
     def _elect_leaderless(self, broker_id: int) -> list[mr.MetadataRecord]:
+        """The broker is being unfenced: it leads the offline partitions whose ISR holds it, and,
+        where unclean.leader.election.enable allows, those with no usable ISR member at all."""
         out: list[mr.MetadataRecord] = []
         for t in self.image.topics_by_id.values():
             for pid, p in t.partitions.items():
-                if p.leader == -1 and broker_id in p.isr:
+                if p.leader != -1 or broker_id not in p.replicas:
+                    continue
+                if broker_id in p.isr:
                     out.append(mr.PartitionChangeRecord(pid, t.topic_id, leader=broker_id))
+                elif not any(self._is_usable(r) for r in p.isr) and self._unclean_allowed(t.name):
+                    log.warning("[QuorumController id=%d] unclean leader election for %s-%d: %d (ISR was %s)",
+                                self.node_id, t.name, pid, broker_id, list(p.isr))
+                    out.append(mr.PartitionChangeRecord(pid, t.topic_id, leader=broker_id, isr=(broker_id,)))
         return out
 
     async def alter_client_quotas(self, entries: list[QuotaAlteration], validate_only: bool = False) -> list[QuotaResult]:
@@ -557,6 +835,6 @@ class QuorumController:
             return out
 
     async def close(self) -> None:
-        for t in [self._fencer, *self._background]:
+        for t in [self._fencer, self._rebalancer, *self._background]:
             if t is not None:
                 t.cancel()

@@ -33,6 +33,8 @@ from kopfka.server.network import Connection, KafkaNetworkServer
 log = logging.getLogger(__name__)
 
 SECURITY_PROTOCOLS = {0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "SASL_SSL"}
+# replication RPCs: AlterPartition (leaders' ISR changes) and the forwarded admin requests
+CONTROLLER_APIS.update({43: (0, 2), 45: (0, 0), 46: (0, 0), 56: (2, 3)})
 SECURITY_PROTOCOL_IDS = {v: k for k, v in SECURITY_PROTOCOLS.items()}
 
 
@@ -412,3 +414,75 @@ async def _h_alter(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
             ],
         }
     return {"throttle_time": 0, "responses": _config_results(results)}
+
+
+# --- replication ----------------------------------------------------------------------------------
+@controller_api(56)
+async def _h_alter_partition(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
+    topics = []
+    try:
+        for t in req.topics:
+            parts = []
+            for p in t.partitions:
+                if v >= 3:
+                    isr = [(int(b.broker_id), int(b.broker_epoch)) for b in p.new_isr_with_epochs]
+                else:
+                    isr = [(int(b), -1) for b in p.new_isr]
+                r = await svc.controller.alter_partition(
+                    int(req.broker_id), int(req.broker_epoch), uuids.to_str(t.topic_id), int(p.partition_index),
+                    int(p.leader_epoch), int(p.partition_epoch), isr)
+                parts.append({"partition_index": p.partition_index, "error_code": r.error, "leader_id": r.leader,
+                              "leader_epoch": r.leader_epoch, "isr": list(r.isr), "leader_recovery_state": 0,
+                              "partition_epoch": r.partition_epoch})
+            topics.append({"topic_id": t.topic_id, "partitions": parts})
+    except KafkaError as exc:
+        return {"throttle_time": 0, "error_code": exc.code, "topics": []}
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "topics": topics}
+
+
+@controller_api(43)
+async def _h_elect_leaders(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
+    wanted = None if req.topic_partitions is None else [
+        (t.topic, int(p)) for t in req.topic_partitions for p in t.partitions]
+    try:
+        results = await svc.controller.elect_leaders(int(getattr(req, "election_type", 0)), wanted)
+    except KafkaError as exc:
+        return {"throttle_time": 0, "error_code": exc.code, "replica_election_results": []}
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for r in results:
+        by_topic.setdefault(r.topic, []).append(
+            {"partition_id": r.partition, "error_code": r.error, "error_message": r.message})
+    return {"throttle_time": 0, "error_code": ErrorCode.none,
+            "replica_election_results": [{"topic": t, "partition_result": ps} for t, ps in by_topic.items()]}
+
+
+@controller_api(45)
+async def _h_alter_reassignments(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
+    items = [(t.name, int(p.partition_index), None if p.replicas is None else [int(r) for r in p.replicas])
+             for t in req.topics for p in t.partitions]
+    try:
+        results = await svc.controller.alter_partition_reassignments(items)
+    except KafkaError as exc:
+        return {"throttle_time": 0, "error_code": exc.code, "error_message": exc.message, "responses": []}
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for r in results:
+        by_topic.setdefault(r.topic, []).append(
+            {"partition_index": r.partition, "error_code": r.error, "error_message": r.message})
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
+            "responses": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+
+
+@controller_api(46)
+async def _h_list_reassignments(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
+    wanted = None if req.topics is None else [(t.name, int(p)) for t in req.topics for p in t.partition_indexes]
+    try:
+        ongoing = await svc.controller.list_partition_reassignments(wanted)
+    except KafkaError as exc:
+        return {"throttle_time": 0, "error_code": exc.code, "error_message": exc.message, "topics": []}
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for o in ongoing:
+        by_topic.setdefault(o.topic, []).append(
+            {"partition_index": o.partition, "replicas": list(o.replicas), "adding_replicas": list(o.adding),
+             "removing_replicas": list(o.removing)})
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
+            "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}

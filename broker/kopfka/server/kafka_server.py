@@ -143,6 +143,8 @@ class KafkaServer:
         once the loader holds the caught-up image."""
         assert self.replica_manager is not None
         self.loader = loader
+        self.replica_manager.start_replication(
+            self.config, services.controller, lambda: services.lifecycle.broker_epoch if services.lifecycle else -1)
         loader.install_publishers([self.replica_manager])
         from kopfka.coordinator.group import GroupCoordinator  # consumer groups + offsets (after the replicas)
 

@@ -17,7 +17,15 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from kopfka import uuids
-from kopfka.controller.quorum_controller import CreateTopicResult, CreateTopicSpec, HeartbeatResult, ResultEntry
+from kopfka.controller.quorum_controller import (
+    AlterPartitionResult,
+    CreateTopicResult,
+    CreateTopicSpec,
+    HeartbeatResult,
+    OngoingReassignment,
+    PartitionOutcome,
+    ResultEntry,
+)
 from kopfka.metadata import records as mr
 from kopfka.metadata.image import MetadataImage
 from kopfka.protocol.errors import ErrorCode, KafkaError
@@ -297,6 +305,69 @@ class RemoteController:
             for t in d.topics
             for p in t.partitions
         }
+
+    # --- replication ----------------------------------------------------------------------------
+    async def alter_partition(self, broker_id: int, broker_epoch: int, topic_id: str, partition: int,
+                              leader_epoch: int, partition_epoch: int,
+                              new_isr: list[tuple[int, int]]) -> AlterPartitionResult:
+        body = {
+            "broker_id": broker_id,
+            "broker_epoch": broker_epoch,
+            "topics": [{"topic_id": uuids.from_str(topic_id), "partitions": [{
+                "partition_index": partition, "leader_epoch": leader_epoch,
+                "new_isr_with_epochs": [{"broker_id": b, "broker_epoch": e} for b, e in new_isr],
+                "leader_recovery_state": 0, "partition_epoch": partition_epoch}]}],
+        }
+        resp = await self._call(56, 3, body, timeout=5.0)
+        if resp.error_code != ErrorCode.none:
+            return AlterPartitionResult(resp.error_code)
+        for t in resp.topics:
+            for p in t.partitions:
+                return AlterPartitionResult(p.error_code, int(p.leader_id), int(p.leader_epoch),
+                                            tuple(int(b) for b in p.isr), int(p.partition_epoch))
+        return AlterPartitionResult(ErrorCode.unknown_server_error)
+
+    async def elect_leaders(self, election_type: int, wanted: list[tuple[str, int]] | None) -> list[PartitionOutcome]:
+        topics: dict[str, list[int]] = {}
+        for name, pid in wanted or ():
+            topics.setdefault(name, []).append(pid)
+        body = {"election_type": election_type, "timeout": int(self.timeout * 1000),
+                "topic_partitions": None if wanted is None else [{"topic": n, "partitions": ps}
+                                                                   for n, ps in topics.items()]}
+        resp = await self._call(43, 2, body)
+        if resp.error_code != ErrorCode.none:
+            raise KafkaError(resp.error_code, resp.error_code.name)
+        out = [PartitionOutcome(r.topic, int(p.partition_id), p.error_code, p.error_message)
+               for r in resp.replica_election_results for p in r.partition_result]
+        await self._await_image(lambda img: all(
+            (t := img.topics_by_name.get(o.topic)) is None or (pr := t.partitions.get(o.partition)) is None
+            or pr.leader == pr.replicas[0] for o in out if o.error == ErrorCode.none and election_type == 0))
+        return out
+
+    async def alter_partition_reassignments(
+            self, items: list[tuple[str, int, list[int] | None]]) -> list[PartitionOutcome]:
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for name, pid, replicas in items:
+            topics.setdefault(name, []).append({"partition_index": pid, "replicas": replicas})
+        body = {"timeout": int(self.timeout * 1000),
+                "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()]}
+        resp = await self._call(45, 0, body)
+        if resp.error_code != ErrorCode.none:
+            raise KafkaError(resp.error_code, resp.error_message or resp.error_code.name)
+        return [PartitionOutcome(t.name, int(p.partition_index), p.error_code, p.error_message)
+                for t in resp.responses for p in t.partitions]
+
+    async def list_partition_reassignments(self, wanted: list[tuple[str, int]] | None) -> list[OngoingReassignment]:
+        topics: dict[str, list[int]] = {}
+        for name, pid in wanted or ():
+            topics.setdefault(name, []).append(pid)
+        body = {"timeout": int(self.timeout * 1000),
+                "topics": None if wanted is None else [{"name": n, "partition_indexes": ps} for n, ps in topics.items()]}
+        resp = await self._call(46, 0, body)
+        if resp.error_code != ErrorCode.none:
+            raise KafkaError(resp.error_code, resp.error_message or resp.error_code.name)
+        return [OngoingReassignment(t.name, int(p.partition_index), tuple(p.replicas), tuple(p.adding_replicas),
+                                    tuple(p.removing_replicas)) for t in resp.topics for p in t.partitions]
 
 
 def _registration_message(code: ErrorCode, broker_id: int) -> str:

@@ -3,6 +3,12 @@
 It is a metadata publisher: when the image says this broker is a replica of a partition it
 creates (or loads) the log and takes the leader or follower role; when a topic is removed it
 deletes the logs. Produce and Fetch handlers call into it.
+
+Replication (once `start_replication` wired the controller channel): a follower partition is
+handed to the ReplicaFetcherManager, which pulls from the leader; as leader it learns follower
+LEOs from their fetches (`fetch_for_follower`), moves the HW, and proposes ISR changes to the
+controller through AlterPartition — expansion on fetch, shrinking from a periodic check of
+replica.lag.time.max.ms. Partitions whose ISR is just this broker never touch any of that.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from kopfka.log.log_manager import LogManager
 from kopfka.metadata.image import TOPIC_RESOURCE, MetadataDelta, MetadataImage
@@ -33,6 +40,7 @@ class ProduceResult:
     log_append_time_ms: int = -1
     log_start_offset: int = -1
     message: str | None = None
+    last_offset: int = -1
 
 
 @dataclass
@@ -41,6 +49,7 @@ class FetchRequestPartition:
     fetch_offset: int
     max_bytes: int
     current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1
 
 
 @dataclass
@@ -53,6 +62,7 @@ class FetchPartitionData:
     aborted_transactions: list[tuple[int, int]] | None = None
     leader_id: int = -1
     leader_epoch: int = -1
+    diverging_epoch: tuple[int, int] | None = None
 
     @property
     def size(self) -> int:
@@ -66,6 +76,12 @@ class ReplicaManager:
     partitions: dict[TopicPartition, Partition] = field(default_factory=dict)
     name: str = "ReplicaManager"
     image: MetadataImage = field(default_factory=MetadataImage)
+    controller: Any = None  # QuorumController or RemoteController (AlterPartition)
+    broker_epoch: Any = None  # () -> int
+    config: Any = None
+    fetchers: Any = None  # ReplicaFetcherManager
+    _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    _isr_task: asyncio.Task[None] | None = None
 
     def __post_init__(self) -> None:
         # an intra-broker move (AlterReplicaLogDirs) swaps a partition's log object
@@ -102,13 +118,29 @@ class ReplicaManager:
             else:
                 for tp in list(self.partitions):
                     self._reconfigure_topic(tp[0])
+                self._update_throttle_rates()
+
+    def _update_throttle_rates(self) -> None:
+        if self.fetchers is None or self.config is None:
+            return
+        dyn = self.image.broker_config(self.node_id)
+
+        def rate(key: str) -> int:
+            raw = dyn.get(key)
+            return int(raw) if raw is not None else int(self.config[key])
+
+        self.fetchers.update_throttle_rates(rate("leader.replication.throttled.rate"),
+                                            rate("follower.replication.throttled.rate"))
 
     def _apply_partition(self, topic: str, topic_id: str, pid: int, image: MetadataImage) -> None:
         reg = image.topics_by_id[topic_id].partitions[pid]
         tp = (topic, pid)
         if self.node_id not in reg.replicas:
             part = self.partitions.pop(tp, None)
+            if self.fetchers is not None:
+                self.fetchers.remove_partition(tp)
             if part is not None:
+                part.make_follower()
                 part.notify()
                 self.log_manager.delete_log(tp)
             return
@@ -120,15 +152,42 @@ class ReplicaManager:
                 log.error("Cannot host %s-%d: %s", topic, pid, exc.message)
                 return
             part = Partition(topic, pid, topic_id, ulog, self.node_id)
+            part.on_isr_change = self._send_alter_partition
+            part.is_eligible = self._is_eligible
             self.partitions[tp] = part
-        became_leader = reg.leader == self.node_id and (part.leader_id != self.node_id or part.leader_epoch != reg.leader_epoch)
+        new_epoch = part.leader_id != reg.leader or part.leader_epoch != reg.leader_epoch
+        became_leader = reg.leader == self.node_id and new_epoch
+        became_follower = reg.leader != self.node_id and (new_epoch or part.is_leader)
         part.leader_id = reg.leader
         part.leader_epoch = reg.leader_epoch
-        part.partition_epoch = reg.partition_epoch
         part.replicas = reg.replicas
-        part.isr = reg.isr
+        part.adding_replicas, part.removing_replicas = reg.adding_replicas, reg.removing_replicas
+        if reg.partition_epoch > part.partition_epoch or new_epoch:  # an AlterPartition answer may have come first
+            part.partition_epoch = reg.partition_epoch
+            part.isr = reg.isr
+            part.clear_pending_isr()
         if became_leader:
+            if self.fetchers is not None:
+                self.fetchers.remove_partition(tp)
+            part.make_leader()
+        elif became_follower:
+            part.make_follower()
+            if self.fetchers is not None:
+                if reg.leader >= 0:
+                    self.fetchers.add_partition(tp, reg.leader)
+                else:
+                    self.fetchers.remove_partition(tp)
+        if part.is_leader:
+            from kopfka.server.partition import ReplicaState
+
+            for r in reg.replicas:  # reassignment may add replicas under the same leader epoch
+                if r != self.node_id and r not in part.replica_states:
+                    part.replica_states[r] = ReplicaState(r)
+            for r in list(part.replica_states):
+                if r not in reg.replicas:
+                    del part.replica_states[r]
             part.maybe_advance_high_watermark()
+            part.check_produce_waiters()
         part.notify()
 
     def _reconfigure_topic(self, topic: str) -> None:
@@ -180,7 +239,7 @@ class ReplicaManager:
                 part.maybe_advance_high_watermark()
                 part.notify()
                 results[tp] = ProduceResult(ErrorCode.none, info.first_offset, info.log_append_time_ms,
-                                            part.log.log_start_offset)
+                                            part.log.log_start_offset, last_offset=info.last_offset)
             except KafkaError as exc:
                 results[tp] = ProduceResult(exc.code, -1, -1, -1, exc.message)
             except OSError as exc:
@@ -244,6 +303,112 @@ class ReplicaManager:
                 for p in parts:
                     p.remove_waiter(fut)
 
+    # --- replication: leader side ---------------------------------------------------------------
+    def start_replication(self, config: Any, controller: Any, broker_epoch: Any) -> None:
+        """Wire the controller channel and start the fetchers and the ISR-shrink check."""
+        from kopfka.server.replica_fetcher import ReplicaFetcherManager
+
+        self.config = config
+        self.controller = controller
+        self.broker_epoch = broker_epoch
+        self.fetchers = ReplicaFetcherManager(self, config)
+        lag_ms = int(config["replica.lag.time.max.ms"])
+        self._isr_task = asyncio.get_running_loop().create_task(self._isr_expiry_loop(lag_ms / 1000),
+                                                                name="isr-expiration")
+
+    async def _isr_expiry_loop(self, lag_s: float) -> None:
+        """Kafka's isr-expiration task: every lag/2, shrink out followers that stopped catching up."""
+        while True:
+            await asyncio.sleep(max(lag_s / 2, 0.05))
+            now = time.monotonic()
+            for part in list(self.partitions.values()):
+                if part.is_leader and len(part.isr) > 1:
+                    part.maybe_shrink_isr(lag_s, now)
+
+    def _is_eligible(self, broker_id: int, broker_epoch: int) -> bool:
+        """KIP-841: fenced or shutting-down brokers (or a stale incarnation) never join the ISR."""
+        b = self.image.brokers.get(broker_id)
+        if b is None or b.fenced or b.in_controlled_shutdown:
+            return False
+        return broker_epoch < 0 or broker_epoch == b.epoch
+
+    def _send_alter_partition(self, part: Partition, new_isr: tuple[int, ...], generation: int) -> None:
+        if self.controller is None or not hasattr(self.controller, "alter_partition"):
+            part.complete_isr_change(generation, None, -1, -1)
+            return
+        task = asyncio.get_running_loop().create_task(self._alter_partition(part, new_isr, generation))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _alter_partition(self, part: Partition, new_isr: tuple[int, ...], generation: int) -> None:
+        states = []
+        for b in new_isr:
+            st = part.replica_states.get(b)
+            states.append((b, st.broker_epoch if st is not None else -1))
+        epoch = int(self.broker_epoch()) if self.broker_epoch is not None else -1
+        log.info("[Partition %s-%d broker=%d] proposing ISR %s (was %s, leader epoch %d, partition epoch %d)",
+                 part.topic, part.partition, self.node_id, list(new_isr), list(part.isr), part.leader_epoch,
+                 part.partition_epoch)
+        try:
+            res = await self.controller.alter_partition(
+                self.node_id, epoch, part.topic_id, part.partition, part.leader_epoch, part.partition_epoch, states)
+        except (TimeoutError, KafkaError, OSError) as exc:
+            log.info("AlterPartition for %s-%d failed: %s", part.topic, part.partition, exc)
+            await asyncio.sleep(0.1)
+            part.complete_isr_change(generation, None, -1, -1)
+            return
+        if res.error != ErrorCode.none:
+            log.info("AlterPartition for %s-%d refused: %s", part.topic, part.partition, res.error.name)
+            if res.error in (ErrorCode.ineligible_replica, ErrorCode.operation_not_attempted):
+                await asyncio.sleep(0.2)  # don't hammer the controller with the same proposal
+            part.complete_isr_change(generation, None, -1, -1)
+            return
+        part.complete_isr_change(generation, tuple(res.isr), res.partition_epoch, res.leader_epoch)
+
+    async def fetch_for_follower(self, replica_id: int, replica_epoch: int,
+                                 requests: Sequence[FetchRequestPartition], *, max_bytes: int, min_bytes: int,
+                                 max_wait_ms: int) -> dict[TopicPartition, FetchPartitionData]:
+        """A follower's fetch: check divergence first (no records then), record its fetch offset
+        (its LEO) so the HW and ISR can move, then read up to our LEO."""
+        early: dict[TopicPartition, FetchPartitionData] = {}
+        reads: list[FetchRequestPartition] = []
+        for req in requests:
+            try:
+                part = self.get_leader_partition(req.tp, req.current_leader_epoch)
+                if req.last_fetched_epoch >= 0:
+                    div = part.diverging_epoch(req.last_fetched_epoch, req.fetch_offset)
+                    if div is not None:
+                        early[req.tp] = FetchPartitionData(
+                            high_watermark=part.log.high_watermark, last_stable_offset=part.log.last_stable_offset,
+                            log_start_offset=part.log.log_start_offset, diverging_epoch=div,
+                            leader_id=part.leader_id, leader_epoch=part.leader_epoch)
+                        continue
+                if replica_id not in part.replicas:
+                    raise KafkaError(ErrorCode.not_leader_or_follower, f"{replica_id} is not a replica of {req.tp}")
+                if req.fetch_offset <= part.log.log_end_offset:
+                    part.update_follower_fetch(replica_id, req.fetch_offset, replica_epoch)
+                reads.append(req)
+            except KafkaError as exc:
+                data = FetchPartitionData(error=exc.code)
+                if exc.code in (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch):
+                    p = self.partitions.get(req.tp)
+                    if p is not None:
+                        data.leader_id, data.leader_epoch = p.leader_id, p.leader_epoch
+                early[req.tp] = data
+        result = await self.fetch_messages(reads, max_bytes=max_bytes, min_bytes=min_bytes,
+                                           max_wait_ms=0 if early else max_wait_ms, from_follower=True) if reads else {}
+        if self.fetchers is not None:
+            self.fetchers.apply_leader_throttle(result)
+        result.update(early)
+        return result
+
     def shutdown(self) -> None:
+        if self._isr_task is not None:
+            self._isr_task.cancel()
+        for t in list(self._tasks):
+            t.cancel()
+        if self.fetchers is not None:
+            self.fetchers.shutdown()
         for part in self.partitions.values():
+            part.fail_produce_waiters(ErrorCode.not_leader_or_follower)
             part.notify()

@@ -1,6 +1,9 @@
 """Fetch: long-poll reads with fetch sessions, answered with a zero-copy response.
 
 Records go out as file regions (sendfile); only the partition headers are encoded in Python.
+A fetch carrying a replica id (v15+: replica_state) is a follower's: it reads up to the LEO,
+records the follower's position on the leader (HW, ISR) and may answer a diverging epoch
+instead of records; it is exempt from client quotas (replication has its own throttles).
 """
 
 from __future__ import annotations
@@ -61,10 +64,64 @@ def _forgotten(ctx: RequestContext, req: Any) -> list[tuple[str, int]]:
     return out
 
 
+def _replica(req: Any) -> tuple[int, int]:
+    rs = getattr(req, "replica_state", None)
+    if rs is not None and int(rs.replica_id) >= 0:
+        return int(rs.replica_id), int(rs.replica_epoch)
+    rid = getattr(req, "replica_id", None)
+    return (int(rid), -1) if rid is not None and int(rid) >= 0 else (-1, -1)
+
+
+async def _handle_follower_fetch(ctx: RequestContext, req: Any, replica_id: int, replica_epoch: int) -> RawResponse:
+    svc = ctx.services
+    version = ctx.api_version
+    requested, unknown = _requested(ctx, req)
+    last_epochs: dict[tuple[str | None, int], int] = {}
+    for t in req.topics:
+        key_name = getattr(t, "topic", None)
+        tid = getattr(t, "topic_id", None)
+        if tid is not None and version >= 13:
+            topic = ctx.image.topics_by_id.get(uuids.to_str(tid))
+            key_name = topic.name if topic is not None else None
+        for p in t.partitions:
+            last_epochs[(key_name, p.partition)] = int(getattr(p, "last_fetched_epoch", -1))
+    reads = [FetchRequestPartition((p.topic, p.partition), p.fetch_offset, p.max_bytes, p.current_leader_epoch,
+                                   last_epochs.get((p.topic, p.partition), -1)) for p in requested]
+    results = await svc.replica_manager.fetch_for_follower(
+        replica_id, replica_epoch, reads, max_bytes=min(getattr(req, "max_bytes", 2**31 - 1), 2**31 - 1),
+        min_bytes=req.min_bytes, max_wait_ms=_ms(req.max_wait))
+    topics: list[FetchTopicOut] = []
+    by_topic: dict[tuple[str, str | None], FetchTopicOut] = {}
+    for p in requested:
+        data = results[(p.topic, p.partition)]
+        tkey = (p.topic, p.topic_id)
+        tout = by_topic.get(tkey)
+        if tout is None:
+            tout = by_topic[tkey] = FetchTopicOut(p.topic, uuids.from_str(p.topic_id) if p.topic_id else None)
+            topics.append(tout)
+        out = FetchPartitionOut(p.partition, int(data.error), data.high_watermark, data.last_stable_offset,
+                                data.log_start_offset, None, -1,
+                                data.records if data.records is not None else b"")
+        if data.diverging_epoch is not None and version >= 12:
+            out.diverging_epoch = data.diverging_epoch
+        if data.error in (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch) and version >= 12:
+            out.current_leader = (data.leader_id, data.leader_epoch)
+        tout.partitions.append(out)
+    for _name, tid, partition in unknown:
+        tout = FetchTopicOut("", uuids.from_str(tid) if tid else None)
+        tout.partitions.append(FetchPartitionOut(partition, int(ErrorCode.unknown_topic_id)))
+        topics.append(tout)
+    chunks, size = encode_fetch_response(version, ctx.correlation_id, topics, session_id=0)
+    return RawResponse(chunks, size)
+
+
 @api(1)
 async def handle_fetch(ctx: RequestContext, req: Any) -> RawResponse:
     svc = ctx.services
     version = ctx.api_version
+    replica_id, replica_epoch = _replica(req)
+    if replica_id >= 0:
+        return await _handle_follower_fetch(ctx, req, replica_id, replica_epoch)
     sid = getattr(req, "session_id", 0)
     epoch = getattr(req, "session_epoch", FINAL_EPOCH)
     requested, unknown = _requested(ctx, req)

@@ -12,6 +12,7 @@ from kopfka import uuids
 from kopfka.protocol.errors import ErrorCode
 from kopfka.quota.throttling import produce_throttle_ms
 from kopfka.server.apis.registry import api
+from kopfka.server.delayed_produce import await_replication
 from kopfka.server.request_context import RequestContext
 
 
@@ -59,6 +60,10 @@ async def handle_produce(ctx: RequestContext, req: Any) -> dict[str, Any] | None
                 entries.append(((name, p.index), p.records))
                 slots.append((slot, p.index, (name, p.index)))
     results = svc.replica_manager.append_records(entries, acks) if entries else {}
+    if acks == -1 and results:
+        timeout = req.timeout
+        await await_replication(svc.replica_manager, results,
+                                int(timeout.total_seconds() * 1000) if hasattr(timeout, "total_seconds") else int(timeout))
     produce_throttle_ms(ctx, entries, results)
     failed = False
     for slot, index, tp in slots:

@@ -1,0 +1,348 @@
+"""ReplicaFetcherManager: follower partitions pull from their leaders (Kafka's replica fetchers).
+
+One fetcher task per (leader broker, fetcher id), the id being the partition's hash modulo
+num.replica.fetchers. A fetcher sends full Fetch v17 requests (no fetch session: the partition
+set is small and changes with leadership) carrying the replica state (our id and broker epoch),
+each partition's current leader epoch, fetch offset (= our LEO) and last fetched epoch. The
+leader answers either records, which are appended with the leader's offsets and epochs, or a
+diverging epoch, on which we truncate (KIP-320/595) and fetch again — no separate
+OffsetsForLeaderEpoch round trip. The leader's HW comes back with every response and bounds
+ours. Replication throttles (`{leader,follower}.replication.throttled.rate` for the replicas
+listed in the topics' `*.replication.throttled.replicas`) sit here too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from kopfka import uuids
+from kopfka.client.connection import KafkaConnection
+from kopfka.protocol.errors import ErrorCode, KafkaError
+from kopfka.quota.stats import MetricConfig, Sensor
+
+if TYPE_CHECKING:
+    from kopfka.server.partition import Partition
+    from kopfka.server.replica_manager import FetchPartitionData, ReplicaManager
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+FETCH_VERSION = 17
+RETRY_LATER = {
+    ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch,
+    ErrorCode.unknown_topic_or_partition, ErrorCode.unknown_topic_id, ErrorCode.kafka_storage_error,
+    ErrorCode.replica_not_available, ErrorCode.leader_not_available,
+}
+UNLIMITED = 2**63 - 1
+
+
+class ReplicationQuota:
+    """A byte-rate bound shared by every throttled replica on one side (leader or follower)."""
+
+    def __init__(self, rate: int) -> None:
+        self.sensor = Sensor("replication", MetricConfig(samples=11, window_ms=1000), None)
+        self.update(rate)
+
+    def update(self, rate: int) -> None:
+        self.sensor.bound = None if rate >= UNLIMITED or rate <= 0 else float(rate)
+
+    @property
+    def enabled(self) -> bool:
+        return self.sensor.bound is not None
+
+    def exceeded(self) -> bool:
+        return self.enabled and self.sensor.value(time.monotonic() * 1000) > (self.sensor.bound or 0)
+
+    def record(self, n: int) -> None:
+        if self.enabled:
+            self.sensor.record(n, time.monotonic() * 1000, check=False)
+
+
+def throttled(topic_config: Mapping[str, Any], key: str, partition: int, broker_id: int) -> bool:
+    raw = topic_config.get(key) or []
+    items = raw.split(",") if isinstance(raw, str) else list(raw)
+    items = [i.strip() for i in items if i and i.strip()]
+    return "*" in items or f"{partition}:{broker_id}" in items
+
+
+def divergence_truncation_offset(ulog: Any, epoch: int, end_offset: int) -> int:
+    """Where our log leaves the leader's, given the leader's (epoch, end offset) answer to our
+    last fetched epoch (Kafka's getOffsetTruncationState)."""
+    leo = int(ulog.log_end_offset)
+    local = ulog.end_offset_for_epoch(epoch) if epoch >= 0 else None
+    if end_offset < 0:
+        return int(ulog.high_watermark)
+    if local is None:
+        return min(end_offset, leo)
+    if local[0] != epoch:  # we don't know the leader's epoch: back to our previous one, then ask again
+        return min(int(local[1]), leo)
+    return min(int(local[1]), end_offset, leo)
+
+
+class ReplicaFetcherManager:
+    def __init__(self, rm: ReplicaManager, config: Any) -> None:
+        self.rm = rm
+        self.config = config
+        self.num_fetchers = max(1, int(config["num.replica.fetchers"]))
+        self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
+        self.assignment: dict[TopicPartition, tuple[int, int]] = {}
+        names = [lst.name for lst in getattr(config, "broker_listeners", [])]
+        self.listener = config["inter.broker.listener.name"] or (names[0] if names else "PLAINTEXT")
+        self.leader_quota = ReplicationQuota(int(config["leader.replication.throttled.rate"]))
+        self.follower_quota = ReplicationQuota(int(config["follower.replication.throttled.rate"]))
+
+    def update_throttle_rates(self, leader_rate: int, follower_rate: int) -> None:
+        self.leader_quota.update(leader_rate)
+        self.follower_quota.update(follower_rate)
+
+    def _fetcher_id(self, tp: TopicPartition) -> int:
+        h = 0
+        for ch in tp[0]:
+            h = (31 * h + ord(ch)) & 0xFFFFFFFF
+        return ((31 * h + tp[1]) & 0x7FFFFFFF) % self.num_fetchers
+
+    def add_partition(self, tp: TopicPartition, leader_id: int) -> None:
+        key = (leader_id, self._fetcher_id(tp))
+        old = self.assignment.get(tp)
+        if old is not None and old != key and old in self.fetchers:
+            self.fetchers[old].remove(tp)
+        fetcher = self.fetchers.get(key)
+        if fetcher is None:
+            fetcher = self.fetchers[key] = ReplicaFetcher(self, leader_id, key[1])
+        self.assignment[tp] = key
+        fetcher.add(tp)
+
+    def remove_partition(self, tp: TopicPartition) -> None:
+        key = self.assignment.pop(tp, None)
+        if key is not None and key in self.fetchers:
+            self.fetchers[key].remove(tp)
+
+    def is_leader_throttled(self, tp: TopicPartition) -> bool:
+        if not self.leader_quota.enabled:
+            return False
+        cfg = self.rm.image.topic_config(tp[0])
+        return throttled(cfg, "leader.replication.throttled.replicas", tp[1], self.rm.node_id)
+
+    def is_follower_throttled(self, tp: TopicPartition) -> bool:
+        if not self.follower_quota.enabled:
+            return False
+        cfg = self.rm.image.topic_config(tp[0])
+        return throttled(cfg, "follower.replication.throttled.replicas", tp[1], self.rm.node_id)
+
+    def apply_leader_throttle(self, result: dict[TopicPartition, FetchPartitionData]) -> None:
+        """Leader side: once the throttled bytes exceed the rate, throttled replicas get no data."""
+        if not self.leader_quota.enabled:
+            return
+        for tp, data in result.items():
+            if data.records is None or data.size == 0 or not self.is_leader_throttled(tp):
+                continue
+            if self.leader_quota.exceeded():
+                data.records = None
+            else:
+                self.leader_quota.record(data.size)
+
+    def shutdown(self) -> None:
+        for f in self.fetchers.values():
+            f.stop()
+        self.fetchers.clear()
+
+
+class ReplicaFetcher:
+    def __init__(self, manager: ReplicaFetcherManager, leader_id: int, fetcher_id: int) -> None:
+        self.manager = manager
+        self.rm = manager.rm
+        self.leader_id = leader_id
+        self.fetcher_id = fetcher_id
+        cfg = manager.config
+        self.max_wait_ms = int(cfg["replica.fetch.wait.max.ms"])
+        self.min_bytes = int(cfg["replica.fetch.min.bytes"])
+        self.max_bytes = int(cfg["replica.fetch.response.max.bytes"])
+        self.partition_max_bytes = int(cfg["replica.fetch.max.bytes"])
+        self.backoff_s = int(cfg["replica.fetch.backoff.ms"]) / 1000
+        self.request_timeout_s = int(cfg["replica.socket.timeout.ms"]) / 1000
+        self.partitions: dict[TopicPartition, float] = {}  # tp -> not before (monotonic)
+        self._wake = asyncio.Event()
+        self.conn: KafkaConnection | None = None
+        self.task = asyncio.get_running_loop().create_task(self._run(), name=f"ReplicaFetcher-{fetcher_id}-{leader_id}")
+
+    def add(self, tp: TopicPartition) -> None:
+        self.partitions[tp] = 0.0
+        self._wake.set()
+
+    def remove(self, tp: TopicPartition) -> None:
+        self.partitions.pop(tp, None)
+
+    def stop(self) -> None:
+        self.task.cancel()
+        if self.conn is not None:
+            self.conn.writer.close()
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self._fetch_once()
+            except asyncio.CancelledError:
+                raise
+            except (OSError, ConnectionError, TimeoutError, asyncio.IncompleteReadError, KafkaError) as exc:
+                log.info("[ReplicaFetcher %d->%d] fetch failed: %s", self.rm.node_id, self.leader_id, exc)
+                await self._close()
+                await asyncio.sleep(self.backoff_s)
+            except Exception:
+                log.exception("[ReplicaFetcher %d->%d] unexpected error", self.rm.node_id, self.leader_id)
+                await self._close()
+                await asyncio.sleep(self.backoff_s)
+
+    async def _close(self) -> None:
+        if self.conn is not None:
+            conn, self.conn = self.conn, None
+            try:
+                await asyncio.wait_for(conn.close(), 1)
+            except (OSError, TimeoutError):
+                pass
+
+    async def _connect(self) -> KafkaConnection:
+        if self.conn is None:
+            b = self.rm.image.brokers.get(self.leader_id)
+            ep = b.endpoint(self.manager.listener) if b is not None else None
+            if ep is None and b is not None and b.endpoints:
+                ep = b.endpoints[0]
+            if ep is None:
+                raise KafkaError(ErrorCode.leader_not_available, f"no endpoint known for broker {self.leader_id}")
+            self.conn = await KafkaConnection.open(f"{ep.host}:{ep.port}", timeout=5)
+        return self.conn
+
+    def _ready(self) -> list[tuple[TopicPartition, Partition]]:
+        now = time.monotonic()
+        out = []
+        for tp, not_before in self.partitions.items():
+            part = self.rm.partitions.get(tp)
+            if part is None or part.is_leader or part.leader_id != self.leader_id or not_before > now:
+                continue
+            if part.log.offline:
+                continue
+            if self.manager.is_follower_throttled(tp) and self.manager.follower_quota.exceeded():
+                continue
+            out.append((tp, part))
+        return out
+
+    async def _fetch_once(self) -> None:
+        ready = self._ready()
+        if not ready:
+            self._wake.clear()
+            delay = min((nb - time.monotonic() for nb in self.partitions.values()), default=1.0)
+            try:
+                await asyncio.wait_for(self._wake.wait(), max(0.02, min(delay, 0.2)))
+            except TimeoutError:
+                pass
+            return
+        conn = await self._connect()
+        sent: dict[TopicPartition, tuple[Partition, int, int]] = {}
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        ids: dict[uuid.UUID, str] = {}
+        for tp, part in ready:
+            offset = part.log.log_end_offset
+            latest = part.log.latest_epoch
+            sent[tp] = (part, offset, part.leader_epoch)
+            tid = uuids.from_str(part.topic_id)
+            ids[tid] = tp[0]
+            by_topic.setdefault(part.topic_id, []).append({
+                "partition": tp[1], "current_leader_epoch": part.leader_epoch, "fetch_offset": offset,
+                "last_fetched_epoch": latest if latest is not None else -1,
+                "log_start_offset": part.log.log_start_offset, "partition_max_bytes": self.partition_max_bytes,
+                "replica_directory_id": uuids.ZERO_UUID,
+            })
+        epoch = int(self.rm.broker_epoch()) if self.rm.broker_epoch is not None else -1
+        body = {
+            "cluster_id": None,
+            "replica_state": {"replica_id": self.rm.node_id, "replica_epoch": epoch},
+            "max_wait": self.max_wait_ms, "min_bytes": self.min_bytes, "max_bytes": self.max_bytes,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic_id": uuids.from_str(t), "partitions": ps} for t, ps in by_topic.items()],
+            "forgotten_topics_data": [], "rack_id": "",
+        }
+        resp = await conn.request(1, FETCH_VERSION, body, timeout=self.max_wait_ms / 1000 + self.request_timeout_s)
+        if resp.error_code != ErrorCode.none:
+            raise KafkaError(resp.error_code, f"fetch from {self.leader_id} failed: {resp.error_code.name}")
+        for t in resp.responses:
+            name = ids.get(t.topic_id) if t.topic_id is not None else None
+            if name is None:
+                continue
+            for p in t.partitions:
+                tp = (name, int(p.partition_index))
+                entry = sent.get(tp)
+                if entry is None:
+                    continue
+                try:
+                    self._process(tp, entry, p)
+                except KafkaError as exc:
+                    log.warning("[ReplicaFetcher %d->%d] %s-%d: %s", self.rm.node_id, self.leader_id, tp[0], tp[1],
+                                exc.message)
+                    self._delay(tp)
+                except OSError as exc:
+                    log.exception("I/O error replicating %s-%d", *tp)
+                    self.rm.log_manager.report_io_error(tp, exc)
+                    self._delay(tp)
+
+    def _delay(self, tp: TopicPartition) -> None:
+        if tp in self.partitions:
+            self.partitions[tp] = time.monotonic() + self.backoff_s
+
+    def _process(self, tp: TopicPartition, entry: tuple[Partition, int, int], p: Any) -> None:
+        part, sent_offset, sent_epoch = entry
+        if self.rm.partitions.get(tp) is not part or part.is_leader or part.leader_epoch != sent_epoch \
+                or tp not in self.partitions:
+            return  # leadership moved while the fetch was in flight
+        ulog = part.log
+        err = p.error_code
+        if err == ErrorCode.none:
+            div = p.diverging_epoch
+            if div is not None and (div.epoch >= 0 or div.end_offset >= 0):
+                self._truncate_on_divergence(part, int(div.epoch), int(div.end_offset))
+                return
+            if ulog.log_end_offset != sent_offset:
+                return
+            records = p.records
+            if records:
+                ulog.append_as_follower(records)
+                if self.manager.is_follower_throttled(tp):
+                    self.manager.follower_quota.record(len(records))
+            hw = min(int(p.high_watermark), ulog.log_end_offset)
+            if hw >= 0:
+                ulog.update_high_watermark(hw)
+            leader_start = int(p.log_start_offset)
+            if leader_start > ulog.log_start_offset:
+                ulog.maybe_increment_log_start_offset(min(leader_start, ulog.high_watermark), "leader offset increment")
+        elif err == ErrorCode.offset_out_of_range:
+            self._handle_out_of_range(part, sent_offset, int(p.log_start_offset), int(p.high_watermark))
+        elif err in RETRY_LATER:
+            self._delay(tp)
+        else:
+            log.warning("[ReplicaFetcher %d->%d] %s-%d: %s", self.rm.node_id, self.leader_id, tp[0], tp[1], err.name)
+            self._delay(tp)
+
+    def _truncate_on_divergence(self, part: Partition, epoch: int, end_offset: int) -> None:
+        ulog = part.log
+        leo = ulog.log_end_offset
+        target = divergence_truncation_offset(ulog, epoch, end_offset)
+        log.info("[ReplicaFetcher %d->%d] %s-%d diverges from the leader at epoch %d offset %d: truncating %d -> %d",
+                 self.rm.node_id, self.leader_id, part.topic, part.partition, epoch, end_offset, leo, target)
+        ulog.truncate_to(target)
+
+    def _handle_out_of_range(self, part: Partition, offset: int, leader_start: int, leader_hw: int) -> None:
+        ulog = part.log
+        if 0 <= offset < leader_start or (leader_start > ulog.log_end_offset):
+            log.info("[ReplicaFetcher %d] %s-%d behind the leader's log start %d: restarting the log there",
+                     self.rm.node_id, part.topic, part.partition, leader_start)
+            ulog.truncate_fully_and_start_at(leader_start)
+        elif 0 <= leader_hw < ulog.log_end_offset:
+            log.info("[ReplicaFetcher %d] %s-%d ahead of the leader: truncating to its HW %d",
+                     self.rm.node_id, part.topic, part.partition, leader_hw)
+            ulog.truncate_to(leader_hw)
+        else:
+            self._delay(part.tp)
+

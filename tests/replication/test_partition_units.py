@@ -1,0 +1,150 @@
+"""Leader-side replication state on real logs: HW from the ISR, ISR expand/shrink proposals
+(KIP-841 eligibility), the acks=all purgatory outcomes and truncation by diverging epoch."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent.parent / "storage"))
+
+from helpers import batch, small_config  # noqa: E402
+
+from kopfka.protocol.errors import ErrorCode  # noqa: E402
+from kopfka.protocol.record_codec import Record, encode_batch  # noqa: E402
+from kopfka.server.partition import Partition  # noqa: E402
+from kopfka.server.replica_fetcher import divergence_truncation_offset  # noqa: E402
+from kopfka.storage.unified_log import UnifiedLog  # noqa: E402
+
+
+def _log(tmp: Path, name: str = "t-0", **cfg: object) -> UnifiedLog:
+    return UnifiedLog.load(tmp / name, small_config(**cfg))
+
+
+def _leader(tmp: Path, isr: tuple[int, ...] = (1, 2, 3), min_isr: int = 2) -> tuple[Partition, list[tuple[int, ...]]]:
+    proposals: list[tuple[int, ...]] = []
+    p = Partition("t", 0, "id", _log(tmp, min_insync_replicas=min_isr), 1, leader_id=1, leader_epoch=5,
+                  partition_epoch=3, replicas=(1, 2, 3), isr=isr)
+    p.on_isr_change = lambda part, new, gen: proposals.append(new)
+    p.is_eligible = lambda b, e: True
+    p.make_leader(now=100.0)
+    return p, proposals
+
+
+def test_hw_is_the_smallest_isr_leo(tmp_path: Path) -> None:
+    p, _ = _leader(tmp_path)
+    p.log.append_as_leader(batch([b"a", b"b", b"c"]), leader_epoch=5)
+    p.maybe_advance_high_watermark()
+    assert p.log.high_watermark == 0  # followers' LEOs unknown: no commit
+    p.update_follower_fetch(2, 3, -1, now=101.0)
+    assert p.log.high_watermark == 0  # replica 3 still unknown
+    p.update_follower_fetch(3, 1, -1, now=101.0)
+    assert p.log.high_watermark == 1
+    p.update_follower_fetch(3, 3, -1, now=101.0)
+    assert p.log.high_watermark == 3
+
+
+def test_single_replica_isr_commits_on_append(tmp_path: Path) -> None:
+    p, _ = _leader(tmp_path, isr=(1,), min_isr=1)
+    p.log.append_as_leader(batch([b"a"]), leader_epoch=5)
+    p.maybe_advance_high_watermark()
+    assert p.log.high_watermark == 1
+    assert p.produce_status(1) == ErrorCode.none
+
+
+def test_isr_shrinks_a_lagging_follower_and_expands_when_caught_up(tmp_path: Path) -> None:
+    p, proposals = _leader(tmp_path)
+    p.log.append_as_leader(batch([b"a", b"b"]), leader_epoch=5)
+    p.update_follower_fetch(2, 2, -1, now=101.0)
+    p.update_follower_fetch(3, 0, -1, now=101.0)  # replica 3 fetches but never catches up
+    p.maybe_shrink_isr(lag_max_s=5.0, now=104.0)
+    assert proposals == []  # within replica.lag.time.max.ms
+    p.maybe_shrink_isr(lag_max_s=5.0, now=106.0)
+    assert proposals == [(1, 2)]
+    assert p.maximal_isr == (1, 2, 3)  # until the controller answers, HW still waits for 3
+    p.complete_isr_change(p.pending_isr.generation if p.pending_isr else -1, (1, 2), 4, 5)
+    assert p.isr == (1, 2) and p.log.high_watermark == 2
+    p.update_follower_fetch(3, 1, -1, now=107.0)
+    assert proposals == [(1, 2)]  # below the HW: not in sync
+    p.update_follower_fetch(3, 2, -1, now=108.0)
+    assert proposals[-1] == (1, 2, 3)
+
+
+def test_ineligible_follower_never_proposed(tmp_path: Path) -> None:
+    """KIP-841: a fenced / shutting-down broker (or a stale broker epoch) is not added."""
+    p, proposals = _leader(tmp_path, isr=(1, 2))
+    p.is_eligible = lambda b, e: e == 7
+    p.update_follower_fetch(3, 0, 6, now=101.0)
+    assert proposals == []
+    p.update_follower_fetch(3, 0, 7, now=102.0)
+    assert proposals == [(1, 2, 3)]
+
+
+def test_produce_purgatory_outcomes(tmp_path: Path) -> None:
+    async def main() -> None:
+        p, _ = _leader(tmp_path, isr=(1, 2))
+        p.log.append_as_leader(batch([b"a"]), leader_epoch=5)
+        fut: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
+        assert p.produce_status(1) is None
+        p.add_produce_waiter(1, fut)
+        p.update_follower_fetch(2, 1, -1)
+        assert fut.done() and fut.result() == ErrorCode.none
+        # the ISR shrank below min.insync.replicas before the write committed
+        p.log.append_as_leader(batch([b"b"]), leader_epoch=5)
+        fut2: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
+        p.add_produce_waiter(2, fut2)
+        p.isr = (1,)
+        p.maybe_advance_high_watermark()
+        assert fut2.result() == ErrorCode.not_enough_replicas_after_append
+        # losing leadership fails the waiters with a retriable error
+        p.log.append_as_leader(batch([b"c"]), leader_epoch=5)
+        p.isr = (1, 2)
+        fut3: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
+        p.add_produce_waiter(3, fut3)
+        p.leader_id = 2
+        p.make_follower()
+        assert fut3.result() == ErrorCode.not_leader_or_follower
+
+    asyncio.run(main())
+
+
+def _epoch_batch(values: list[bytes], epoch: int) -> bytes:
+    return encode_batch([Record(i, 1_700_000_000_000, None, v) for i, v in enumerate(values)],
+                        partition_leader_epoch=epoch)
+
+
+@pytest.mark.parametrize("leader_appended_in_new_epoch", [True, False])
+def test_truncation_by_diverging_epoch(tmp_path: Path, leader_appended_in_new_epoch: bool) -> None:
+    """Follower F led epoch 1 and wrote 3 records nobody else got; L became leader in epoch 2.
+    L answers F's fetch (offset 8, last epoch 1) with a diverging epoch; F truncates to 5 and
+    then takes L's records — even before L appended anything in epoch 2 (epoch start stamped)."""
+    leader = Partition("t", 0, "id", _log(tmp_path, "leader-0"), 1, leader_id=1, leader_epoch=2,
+                       replicas=(1, 2), isr=(1, 2))
+    follower = _log(tmp_path, "follower-0")
+    for lg in (leader.log, follower):
+        lg.append_as_leader(_epoch_batch([b"a"] * 5, 0), leader_epoch=0)
+    follower.append_as_leader(_epoch_batch([b"x"] * 3, 1), leader_epoch=1)
+    leader.make_leader()
+    if leader_appended_in_new_epoch:
+        leader.log.append_as_leader(_epoch_batch([b"y"] * 2, 2), leader_epoch=2)
+    div = leader.diverging_epoch(follower.latest_epoch or -1, follower.log_end_offset)
+    assert div == (0, 5)
+    target = divergence_truncation_offset(follower, *div)
+    assert target == 5
+    follower.truncate_to(target)
+    assert follower.log_end_offset == 5
+    # no further divergence: the follower's next fetch is served
+    assert leader.diverging_epoch(follower.latest_epoch or -1, follower.log_end_offset) is None
+
+
+def test_truncation_when_follower_lacks_the_leaders_epoch(tmp_path: Path) -> None:
+    """Leader answers (epoch 1, 7) but the follower's log has no epoch 1 (it has 0 then 3):
+    truncate to the end of our epoch 0 first, the next fetch settles the rest."""
+    follower = _log(tmp_path, "f-0")
+    follower.append_as_leader(_epoch_batch([b"a"] * 4, 0), leader_epoch=0)
+    follower.append_as_leader(_epoch_batch([b"b"] * 4, 3), leader_epoch=3)
+    assert divergence_truncation_offset(follower, 1, 7) == 4
+    assert divergence_truncation_offset(follower, 0, 2) == 2
