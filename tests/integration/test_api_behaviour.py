@@ -507,12 +507,6 @@ def test_incremental_alter_configs(broker: KopfkaProcess, admin: AdminClient) ->
     assert (e.value, e.source) == ("604800000", ConfigSource.DEFAULT_CONFIG.value)
 
 
-@pytest.mark.xfail(
-    reason="kopfka bug: IncrementalAlterConfigs APPEND to a list config that is unset on the "
-    "topic starts from an empty list; Kafka starts from the config's default "
-    "(cleanup.policy=delete -> 'delete,compact')",
-    strict=True,
-)
 @pytest.mark.timeout(60)
 def test_incremental_alter_configs_append_starts_from_default(admin: AdminClient) -> None:
     create(admin, "appended")

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from kopfka import uuids
-from kopfka.config.definitions import ConfigError
+from kopfka.config.definitions import ConfigError, format_value
 from kopfka.config.log_config import TOPIC_CONFIG
 from kopfka.config.server_config import SERVER_CONFIG
 from kopfka.controller.client_quota_control import QuotaAlteration, QuotaResult, plan_alterations
@@ -655,7 +655,11 @@ class QuorumController:
                             defn = TOPIC_CONFIG.keys.get(key) or SERVER_CONFIG.keys.get(key)
                             if defn is None or defn.type != "list":
                                 raise KafkaError(ErrorCode.invalid_config, f"Config value append/subtract is not allowed for config key {key} (not a list)")
-                            items = [x for x in (current.get(key) or "").split(",") if x]
+                            # Kafka appends to / subtracts from the default when the key is unset
+                            base = current.get(key)
+                            if base is None:
+                                base = format_value(defn.default) or ""
+                            items = [x for x in base.split(",") if x]
                             add = [x.strip() for x in (value or "").split(",") if x.strip()]
                             items = items + [x for x in add if x not in items] if op == OP_APPEND else [x for x in items if x not in add]
                             new_value = ",".join(items)
