@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from kopfka import uuids
 from kopfka.client.connection import KafkaConnection
 from kopfka.protocol.errors import ErrorCode, KafkaError
+from kopfka.protocol.records import LOG_OVERHEAD, iter_batches
 from kopfka.quota.stats import MetricConfig, Sensor
 
 if TYPE_CHECKING:
@@ -68,6 +69,14 @@ def throttled(topic_config: Mapping[str, Any], key: str, partition: int, broker_
     items = raw.split(",") if isinstance(raw, str) else list(raw)
     items = [i.strip() for i in items if i and i.strip()]
     return "*" in items or f"{partition}:{broker_id}" in items
+
+
+def _whole_batches(records: bytes) -> bytes:
+    """A fetch response may end in a partial batch (cut at the byte limit): append the whole ones."""
+    end = 0
+    for b in iter_batches(records, verify_crc=False, allow_partial_tail=True):
+        end = b.position + LOG_OVERHEAD + b.batch_length
+    return records[:end] if end < len(records) else records
 
 
 def divergence_truncation_offset(ulog: Any, epoch: int, end_offset: int) -> int:
@@ -306,7 +315,7 @@ class ReplicaFetcher:
                 return
             if ulog.log_end_offset != sent_offset:
                 return
-            records = p.records
+            records = _whole_batches(p.records) if p.records else b""
             if records:
                 ulog.append_as_follower(records)
                 if self.manager.is_follower_throttled(tp):

@@ -1,0 +1,126 @@
+"""`kopfka reassign` (kafka-reassign-partitions): start, cancel and show partition reassignments.
+
+Moves are given as TOPIC:PARTITION=B1,B2,... (repeatable) or a Kafka reassignment JSON file
+(`{"version":1,"partitions":[{"topic":..,"partition":..,"replicas":[..]}]}`). `--list` shows
+each ongoing move with its replica set, the adding and removing replicas and which adding
+replicas already are in the ISR — the progress of the move; `--wait` polls until none is left.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from typing import Any
+
+from kopfka.client.admin import Admin, AdminError
+from kopfka.protocol.errors import ErrorCode
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    ops = p.add_mutually_exclusive_group(required=True)
+    ops.add_argument("--execute", action="store_true", help="start the given moves")
+    ops.add_argument("--cancel", action="store_true", help="cancel the given (or every ongoing) move")
+    ops.add_argument("--list", action="store_true", help="show ongoing reassignments and their progress")
+    p.add_argument("--move", action="append", default=[], metavar="TOPIC:PARTITION=B1,B2,...")
+    p.add_argument("--reassignment-json-file", metavar="FILE")
+    p.add_argument("--wait", action="store_true", help="after --execute/--cancel, wait until no move is ongoing")
+    p.add_argument("--timeout", type=float, default=300.0, help="--wait limit in seconds")
+
+
+def _moves(args: argparse.Namespace) -> list[tuple[str, int, list[int]]]:
+    out: list[tuple[str, int, list[int]]] = []
+    for m in args.move:
+        tp, sep, replicas = m.partition("=")
+        topic, _, part = tp.rpartition(":")
+        if not sep or not topic or not part.isdigit():
+            raise ValueError(f"--move {m!r}: expected TOPIC:PARTITION=B1,B2,...")
+        out.append((topic, int(part), [int(b) for b in replicas.split(",") if b.strip()]))
+    if args.reassignment_json_file:
+        with open(args.reassignment_json_file) as f:
+            doc = json.load(f)
+        out.extend((p["topic"], int(p["partition"]), [int(b) for b in p["replicas"]]) for p in doc["partitions"])
+    return out
+
+
+async def _ongoing(admin: Admin) -> list[Any]:
+    resp = await admin.conn.request(46, 0, {"timeout": 30000, "topics": None})
+    if resp.error_code != ErrorCode.none:
+        raise AdminError(resp.error_code, resp.error_message)
+    return [(t.name, p) for t in resp.topics for p in t.partitions]
+
+
+async def _alter(admin: Admin, items: list[tuple[str, int, list[int] | None]]) -> int:
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for topic, part, replicas in items:
+        topics.setdefault(topic, []).append({"partition_index": part, "replicas": replicas})
+    body = {"timeout": 30000, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+    resp = await admin.conn.request(45, 0, body)
+    if resp.error_code != ErrorCode.none:
+        raise AdminError(resp.error_code, resp.error_message)
+    failed = 0
+    for t in resp.responses:
+        for p in t.partitions:
+            if p.error_code != ErrorCode.none:
+                failed += 1
+                print(f"{t.name}-{p.partition_index}: {p.error_code.name}: {p.error_message or ''}", file=sys.stderr)
+            else:
+                print(f"{t.name}-{p.partition_index}: {'cancelled' if items[0][2] is None else 'started'}")
+    return 1 if failed else 0
+
+
+async def _show(admin: Admin) -> int:
+    ongoing = await _ongoing(admin)
+    if not ongoing:
+        print("No partition reassignment is in progress.")
+        return 0
+    _, topics, _ = await admin.metadata(sorted({t for t, _ in ongoing}))
+    isr = {(t.name, p.partition): set(p.isr) for t in topics for p in t.partitions}
+    for topic, p in sorted(ongoing, key=lambda x: (x[0], x[1].partition_index)):
+        adding = list(p.adding_replicas)
+        in_sync = [b for b in adding if b in isr.get((topic, p.partition_index), set())]
+        print(f"{topic}-{p.partition_index}\tReplicas: {','.join(map(str, p.replicas))}\t"
+              f"Adding: {','.join(map(str, adding))}\tRemoving: {','.join(map(str, p.removing_replicas))}\t"
+              f"Progress: {len(in_sync)}/{len(adding)} adding replicas in sync")
+    return 0
+
+
+async def _run(args: argparse.Namespace) -> int:
+    admin = await Admin.connect(args.bootstrap_server)
+    try:
+        if args.list:
+            return await _show(admin)
+        items: list[tuple[str, int, list[int] | None]]
+        if args.execute:
+            items = [(t, p, r) for t, p, r in _moves(args)]
+            if not items:
+                raise ValueError("--execute needs --move or --reassignment-json-file")
+        else:
+            items = [(t, p, None) for t, p, _ in _moves(args)] or [
+                (t, p.partition_index, None) for t, p in await _ongoing(admin)]
+            if not items:
+                print("No partition reassignment is in progress.")
+                return 0
+        rc = await _alter(admin, items)
+        if args.wait and rc == 0:
+            deadline = time.monotonic() + args.timeout
+            while await _ongoing(admin):
+                if time.monotonic() > deadline:
+                    print("Timed out waiting for the reassignments.", file=sys.stderr)
+                    return 1
+                await asyncio.sleep(0.5)
+            print("All reassignments completed.")
+        return rc
+    finally:
+        await admin.close()
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        return asyncio.run(_run(args))
+    except (AdminError, ValueError, OSError, TimeoutError) as exc:
+        print(f"kopfka reassign: {exc}", file=sys.stderr)
+        return 1
