@@ -141,6 +141,8 @@ class KafkaRaftClient:
         retry_backoff_ms: int = 20,
         segment_bytes: int = 1 << 30,
         auto_join: bool = False,
+        retention_bytes: int = 104_857_600,
+        retention_ms: int = 604_800_000,
     ) -> None:
         self.node_id = node_id
         self.cluster_id = cluster_id
@@ -155,12 +157,14 @@ class KafkaRaftClient:
         self.election_backoff_max = election_backoff_max_ms / 1000
         self.retry_backoff = retry_backoff_ms / 1000
         self.auto_join = auto_join
+        self.retention_bytes = retention_bytes
+        self.retention_ms = retention_ms
         self.peers = RaftPeers(request_timeout_ms / 1000)
         self._listeners: list[RaftListener] = []
         self._leader_change_cbs: list[Callable[[LeaderAndEpoch], None]] = []
-        self.log = UnifiedLog.load(
-            self.dir, LogConfig.defaults(**{"segment.bytes": segment_bytes}), topic_id=METADATA_TOPIC_ID
-        )
+        # retention of the metadata log is snapshot-driven (maybe_clean), never by the topic defaults
+        log_config = LogConfig.defaults(**{"segment.bytes": segment_bytes, "retention.ms": -1, "retention.bytes": -1})
+        self.log = UnifiedLog.load(self.dir, log_config, topic_id=METADATA_TOPIC_ID)
         # voter set: base (static / bootstrap) then every VotersRecord in the log, by offset
         if self.static:
             assert static_voters is not None
@@ -204,6 +208,7 @@ class KafkaRaftClient:
         self.leader_ready = False
         self.fatal_error: str | None = None
         self._removed_clock: float | None = None
+        self._next_clean = 0.0
 
     # --- persistent state -----------------------------------------------------------------
     def _load_quorum_state(self) -> None:
@@ -483,10 +488,57 @@ class KafkaRaftClient:
                 keep.append((last, epoch, fut))
         self._waiters = keep
 
+    # --- metadata log retention ---------------------------------------------------------------
+    def _retention_exceeded(self) -> bool:
+        if self.retention_bytes >= 0 and self.log.size_in_bytes > self.retention_bytes:
+            return True
+        if self.retention_ms >= 0:
+            segs = self.log.log_segments()
+            if len(segs) > 1 and _now_ms() - segs[0].largest_timestamp() > self.retention_ms:
+                return True
+        return False
+
+    async def maybe_clean(self) -> int:
+        """Drop metadata log segments wholly below the latest snapshot once the log breaks
+        `metadata.max.retention.bytes` or `metadata.max.retention.ms` (KIP-630).
+
+        The log start offset moves to the snapshot's end offset and never past what is committed
+        and delivered here, so a restart (snapshot + tail) and every reader stay whole; a replica
+        fetching below the new start is sent the snapshot instead. Runs in the driver task (no
+        follower append in flight) under the append lock (no leader flush in flight)."""
+        snap = self.snapshot_id
+        if snap is None:
+            return 0
+        async with self._append_lock:
+            target = min(snap.end_offset, self.hw, self._delivered, self.log.log_end_offset)
+            if target <= self.log.log_start_offset or not self._retention_exceeded():
+                return 0
+            self.log.update_high_watermark(self.hw)
+            self.log.maybe_increment_log_start_offset(target, "metadata snapshot")
+            deleted = self.log.delete_old_segments()
+        log.info(
+            "[RaftClient id=%d] metadata log start offset is now %d (snapshot %s); deleted %d segment(s)",
+            self.node_id,
+            self.log.log_start_offset,
+            snap.file_name,
+            deleted,
+        )
+        return deleted
+
+    def _last_epoch(self) -> int:
+        """Epoch of the last entry: the log's, or the snapshot's when the log is empty above it."""
+        e = self.log.latest_epoch
+        if e is not None:
+            return e
+        return self.snapshot_id.epoch if self.snapshot_id is not None else 0
+
     # --- the driver ---------------------------------------------------------------------------
     async def _run(self) -> None:
         while not self._closed:
             try:
+                if time.monotonic() >= self._next_clean:
+                    self._next_clean = time.monotonic() + 1.0
+                    await self.maybe_clean()
                 if self.role == "leader":
                     await self._leader_tick()
                 elif self.role == "candidate":
@@ -628,7 +680,7 @@ class KafkaRaftClient:
         if len(granted) >= len(voters) // 2 + 1:
             await self._become_leader()
             return
-        last_epoch = self.log.latest_epoch or 0
+        last_epoch = self._last_epoch()
         leo = self.log.log_end_offset
 
         async def ask(v: Voter) -> Any:
@@ -895,12 +947,20 @@ class KafkaRaftClient:
             if position >= p.size or not part:
                 break
         snapshots.write_snapshot_bytes(self.dir, snap, b"".join(chunks))
-        log.info("[RaftClient id=%d] installed snapshot %s from the leader", self.node_id, snap.file_name)
+        log.info(
+            "[RaftClient id=%d] installed snapshot %s (%d bytes) from the leader; loading it",
+            self.node_id,
+            snap.file_name,
+            position,
+        )
         self.log.truncate_fully_and_start_at(snap.end_offset)
+        snapshots.delete_snapshots_before(self.dir, snap)
         self.snapshot_id = snap
+        self._voter_history = self._voter_history[:1]  # the log is gone: voters come from the snapshot
         self.hw = 0
         self._delivered = 0
         self.load_snapshot()
+        log.info("[RaftClient id=%d] loaded snapshot %s; fetching the log from there", self.node_id, snap.file_name)
 
     async def _auto_join(self) -> None:
         """KIP-853 auto-join: a caught-up controller outside the voter set asks to be added."""
@@ -959,7 +1019,7 @@ class KafkaRaftClient:
             and self.leader_id < 0
             and self.voted_id in (-1, cand)
         ):
-            mine = (self.log.latest_epoch or 0, self.log.log_end_offset)
+            mine = (self._last_epoch(), self.log.log_end_offset)
             if (int(p.last_offset_epoch), int(p.last_offset)) >= mine:
                 granted = True
                 if self.voted_id != cand:
@@ -1093,6 +1153,13 @@ class KafkaRaftClient:
             if (e, end) == (-1, -1):
                 e, end = 0, self.log.log_start_offset
             if e != last_epoch or end < offset:
+                if end < self.log.log_start_offset and self.snapshot_id is not None:
+                    # the common prefix is gone from the log: only the snapshot can bring it back
+                    part["snapshot_id"] = {
+                        "end_offset": self.snapshot_id.end_offset,
+                        "epoch": self.snapshot_id.epoch,
+                    }
+                    return respond()
                 part["diverging_epoch"] = {"epoch": e, "end_offset": end}
                 return respond()
         elif offset > leo:

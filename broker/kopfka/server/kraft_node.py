@@ -57,6 +57,13 @@ def controller_endpoint(cfg: KafkaConfig) -> tuple[str, int] | None:
     return None
 
 
+def _metadata_segment_bytes(cfg: KafkaConfig) -> int:
+    """metadata.log.segment.bytes, or the undocumented `internal.metadata.log.segment.bytes`
+    (tests only: small segments without the 8 MiB floor, so snapshot-driven truncation shows)."""
+    internal = cfg.originals.get("internal.metadata.log.segment.bytes")
+    return int(internal) if internal else int(cfg["metadata.log.segment.bytes"])
+
+
 @dataclass
 class KRaftNode:
     raft: KafkaRaftClient
@@ -117,7 +124,9 @@ async def start_kraft_node(server: KafkaServer, cluster_id: str) -> None:
         request_timeout_ms=int(cfg["controller.quorum.request.timeout.ms"]),
         election_backoff_max_ms=int(cfg["controller.quorum.election.backoff.max.ms"]),
         retry_backoff_ms=int(cfg["controller.quorum.retry.backoff.ms"]),
-        segment_bytes=int(cfg["metadata.log.segment.bytes"]),
+        segment_bytes=_metadata_segment_bytes(cfg),
+        retention_bytes=int(cfg["metadata.max.retention.bytes"]),
+        retention_ms=int(cfg["metadata.max.retention.ms"]),
         auto_join=cfg.is_controller
         and not static
         and str(cfg.originals.get("controller.quorum.auto.join.enable", "true")).lower() == "true",
