@@ -1,0 +1,136 @@
+"""Replication benchmark (issue 6), on a real 1-controller + 3-broker cluster of separate processes:
+
+  (1) throughput of acks=all to an RF=3 topic (min.insync.replicas=2) vs acks=1 to an RF=1
+      topic, --messages records of --size bytes each with a confluent-kafka producer, as a ratio;
+  (2) p99 end-to-end latency (produce call -> consumer receives) of both at --rate records/s,
+      as a ratio;
+  (3) controlled shutdown: SIGTERM to a broker leading --partitions partitions (RF=3), timed
+      until the process exited (leadership moved to other ISR members first).
+
+Usage: python benchmarks/replication.py [--messages 100000] [--size 100] [--rate 2000] [--partitions 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import struct
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "replication"))
+
+from confluent_kafka import Consumer, Producer  # noqa: E402
+from harness import broker, create_topic, describe, new_cluster, wait_full_isr  # noqa: E402
+
+
+def throughput(bootstrap: str, topic: str, acks: str, n: int, size: int) -> float:
+    p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5, "batch.size": 262144,
+                  "enable.idempotence": acks == "all", "queue.buffering.max.messages": 1_000_000})
+    payload = b"x" * size
+    for _ in range(1000):
+        p.produce(topic, payload)
+    p.flush(60)
+    t0 = time.perf_counter()
+    for _ in range(n):
+        while True:
+            try:
+                p.produce(topic, payload)
+                break
+            except BufferError:
+                p.poll(0.01)
+        p.poll(0)
+    left = p.flush(300)
+    assert left == 0, f"{left} records undelivered"
+    return n / (time.perf_counter() - t0)
+
+
+def e2e_p99(bootstrap: str, topic: str, acks: str, rate: int, seconds: float) -> tuple[float, float]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"lat-{topic}-{time.time_ns()}",
+                  "auto.offset.reset": "latest", "fetch.wait.max.ms": 100})
+    c.subscribe([topic])
+    deadline = time.monotonic() + 20
+    while not c.assignment() and time.monotonic() < deadline:
+        c.poll(0.1)
+    time.sleep(1)
+    lat: list[float] = []
+    done = threading.Event()
+
+    def consume() -> None:
+        while not done.is_set():
+            m = c.poll(0.1)
+            if m is not None and not m.error() and m.value():
+                lat.append(time.perf_counter() - struct.unpack(">d", m.value()[:8])[0])
+
+    th = threading.Thread(target=consume)
+    th.start()
+    p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0,
+                  "enable.idempotence": acks == "all"})
+    n = int(rate * seconds)
+    t0 = time.perf_counter()
+    for i in range(n):
+        target = t0 + i / rate
+        while (now := time.perf_counter()) < target:
+            p.poll(max(0.0, min(target - now, 0.001)))
+        p.produce(topic, struct.pack(">d", time.perf_counter()) + b"x" * 92)
+    p.flush(60)
+    time.sleep(2)
+    done.set()
+    th.join()
+    c.close()
+    lat.sort()
+    if not lat:
+        return float("nan"), float("nan")
+    return lat[len(lat) // 2] * 1000, lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--messages", type=int, default=100_000)
+    ap.add_argument("--size", type=int, default=100)
+    ap.add_argument("--rate", type=int, default=2000)
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--partitions", type=int, default=100)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        c = new_cluster(Path(tmp), 3, {"replica.lag.time.max.ms": "10000", "broker.session.timeout.ms": "9000",
+                                       "auto.leader.rebalance.enable": "false"})
+        c.start()
+        try:
+            boot = c.bootstrap()
+            create_topic(c, "rf3", 3, 3, configs={"min.insync.replicas": "2"})
+            create_topic(c, "rf1", 3, 1, configs={"min.insync.replicas": "1"})
+            wait_full_isr(c, "rf3")
+            wait_full_isr(c, "rf1")
+            t3 = throughput(boot, "rf3", "all", args.messages, args.size)
+            t1 = throughput(boot, "rf1", "1", args.messages, args.size)
+            print(f"throughput  acks=all RF=3: {t3:10.0f} rec/s ({t3 * args.size / 1e6:.1f} MB/s)")
+            print(f"throughput  acks=1   RF=1: {t1:10.0f} rec/s ({t1 * args.size / 1e6:.1f} MB/s)")
+            print(f"throughput ratio RF=3/RF=1: {t3 / t1:.2f}")
+            m3, p3 = e2e_p99(boot, "rf3", "all", args.rate, args.seconds)
+            m1, p1 = e2e_p99(boot, "rf1", "1", args.rate, args.seconds)
+            print(f"e2e latency acks=all RF=3: p50 {m3:.1f} ms, p99 {p3:.1f} ms  (at {args.rate} rec/s)")
+            print(f"e2e latency acks=1   RF=1: p50 {m1:.1f} ms, p99 {p1:.1f} ms")
+            print(f"p99 latency ratio RF=3/RF=1: {p3 / p1:.2f}")
+
+            n = args.partitions
+            create_topic(c, "lead", configs={"min.insync.replicas": "2"},
+                         assignments={p: [0, 1 + p % 2, 2 - p % 2] for p in range(n)})
+            wait_full_isr(c, "lead", 120)
+            assert all(i.leader == 0 for i in describe(c, "lead").values())
+            b0 = broker(c, 0)
+            t0 = time.perf_counter()
+            rc = b0.terminate(timeout=120)
+            took = time.perf_counter() - t0
+            after = describe(c, "lead")
+            moved = sum(1 for i in after.values() if i.leader in (1, 2))
+            print(f"controlled shutdown of a broker leading {n} partitions: {took:.2f} s "
+                  f"(exit {rc}; {moved}/{n} leaders moved to other ISR members)")
+        finally:
+            c.stop()
+
+
+if __name__ == "__main__":
+    main()
