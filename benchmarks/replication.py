@@ -22,8 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "replication"))
 
-from confluent_kafka import Consumer, Producer  # noqa: E402
-from harness import broker, create_topic, describe, new_cluster, wait_full_isr  # noqa: E402
+from confluent_kafka import Consumer, Producer
+from harness import broker, create_topic, describe, new_cluster, wait_full_isr
 
 
 def throughput(bootstrap: str, topic: str, acks: str, n: int, size: int) -> float:

@@ -12,14 +12,14 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "kraft"))
 
-from cluster import Cluster, Node, request, run, wait_until  # noqa: E402
-
-from kopfka import uuids  # noqa: E402
+from cluster import Cluster, Node, request, run, wait_until
+from kopfka import uuids
 
 RUNNER = str(Path(__file__).parent / "kafkatest_run.py")
 
@@ -94,7 +94,7 @@ def describe(c: Cluster, topic: str) -> dict[int, PartitionInfo]:
             return {int(p.partition_index): PartitionInfo(int(p.leader_id), int(p.leader_epoch),
                                                           [int(x) for x in p.replica_nodes],
                                                           [int(x) for x in p.isr_nodes]) for p in t.partitions}
-        except Exception as exc:  # noqa: BLE001 - try the next broker
+        except Exception as exc:
             last = exc
     raise RuntimeError(f"no broker answered Metadata: {last}")
 
@@ -129,7 +129,7 @@ class VerifiableProducer:
                 # the scripts pass on only -X keys prefixed conf_ (client config)
                 "-X", "conf_enable.idempotence=true", "-X", "conf_linger.ms=5", "-X", "conf_retry.backoff.ms=100",
                 "-X", "conf_message.timeout.ms=120000", "-X", "conf_topic.metadata.refresh.interval.ms=1000"]
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=open(log_path, "w"), text=True,  # noqa: SIM115
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=open(log_path, "w"), text=True,
                                      env={**os.environ, "PYTHONUNBUFFERED": "1"})
         self._thread = threading.Thread(target=self._read, daemon=True)
         self._thread.start()
@@ -175,7 +175,7 @@ def consume_all(bootstrap: str, topic: str, expected: int, log_path: Path, timeo
     """Kafka's verifiable consumer (verbose): every record it returns, per partition (offset, value)."""
     args = [sys.executable, RUNNER, "consumer", "--topic", topic, "--group-id", f"audit-{time.time_ns()}",
             "--broker-list", bootstrap, "--verbose", "--reset-policy", "earliest"]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=open(log_path, "w"), text=True,  # noqa: SIM115
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=open(log_path, "w"), text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
     got: dict[int, list[tuple[int, str]]] = {}
     count = [0]
@@ -232,7 +232,7 @@ def audit(acked: dict[int, list[tuple[int, str]]], consumed: dict[int, list[tupl
     dup = 0
     ooo = 0
     total_consumed = 0
-    for p, recs in consumed.items():
+    for recs in consumed.values():
         seen: dict[str, int] = {}
         offsets = [o for o, _ in recs]
         # a consumer may re-read after a rebalance: judge the log by distinct offsets
@@ -242,11 +242,11 @@ def audit(acked: dict[int, list[tuple[int, str]]], consumed: dict[int, list[tupl
             if v in seen and seen[v] != o:
                 dup += 1
             seen.setdefault(v, o)
-        if any(b < a for a, b in zip(offsets, offsets[1:], strict=False)):
+        if any(b < a for a, b in pairwise(offsets)):
             distinct = sorted(set(offsets))
             ooo += 0 if distinct == sorted(by_offset) else 1
         values = [int(v) for _, v in sorted(by_offset.items()) if v.isdigit()]
-        ooo += sum(1 for a, b in zip(values, values[1:], strict=False) if b < a)
+        ooo += sum(1 for a, b in pairwise(values) if b < a)
     n_acked = 0
     for p, recs in acked.items():
         by_offset = dict(consumed.get(p, []))

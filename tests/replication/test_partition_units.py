@@ -11,13 +11,12 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "storage"))
 
-from helpers import batch, small_config  # noqa: E402
-
-from kopfka.protocol.errors import ErrorCode  # noqa: E402
-from kopfka.protocol.record_codec import Record, encode_batch  # noqa: E402
-from kopfka.server.partition import Partition  # noqa: E402
-from kopfka.server.replica_fetcher import divergence_truncation_offset  # noqa: E402
-from kopfka.storage.unified_log import UnifiedLog  # noqa: E402
+from helpers import batch, small_config
+from kopfka.protocol.errors import ErrorCode
+from kopfka.protocol.record_codec import Record, encode_batch
+from kopfka.server.partition import Partition
+from kopfka.server.replica_fetcher import divergence_truncation_offset
+from kopfka.storage.unified_log import UnifiedLog
 
 
 def _log(tmp: Path, name: str = "t-0", **cfg: object) -> UnifiedLog:

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 from harness import broker, create_topic, describe, run, wait_full_isr, wait_until
-
 from kopfka.client.admin import Admin
 
 pytestmark = pytest.mark.timeout(240)
@@ -46,7 +45,8 @@ def test_reassign_cli_with_throttle(make_cluster: Any) -> None:
     assert "Progress: 0/1" in listed.stdout
     desc = node.kopfka("topics", "--bootstrap-server", addr, "--describe", "--topic", "mv")
     assert "Replicas: 3,1,2,0" in desc.stdout and "under-replicated" in desc.stdout, desc.stdout
-    waited = node.kopfka("reassign", "--bootstrap-server", addr, "--execute", "--move", "mv:0=3,1,2", "--wait", timeout=120)
+    waited = node.kopfka("reassign", "--bootstrap-server", addr, "--execute", "--move", "mv:0=3,1,2", "--wait",
+                         timeout=120)
     assert waited.returncode == 0 and "All reassignments completed." in waited.stdout, waited.stdout + waited.stderr
     took = time.monotonic() - started
     assert took > 5, f"the throttle should have slowed the 2 MB copy down ({took:.1f}s)"

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer
 from harness import broker, create_topic, describe, request, run, wait_full_isr, wait_until
-
 from kopfka.protocol.record_codec import Record, encode_batch
 
 pytestmark = pytest.mark.timeout(240)
