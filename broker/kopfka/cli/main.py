@@ -17,6 +17,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "configs": ("kopfka.cli.configs", "describe and alter configs (kafka-configs)"),
     "quotas": ("kopfka.cli.quotas", "describe and alter client quotas (kafka-configs for users/clients/ips)"),
     "reassign": ("kopfka.cli.reassign", "start, cancel and show partition reassignments (kafka-reassign-partitions)"),
+    "metadata-quorum": ("kopfka.cli.metadata_quorum", "show and resize the controller quorum (kafka-metadata-quorum)"),
     "groups": ("kopfka.cli.groups", "list, describe and delete consumer groups, with lag (kafka-consumer-groups)"),
     "operator": ("kopfka_operator.cli", "run the Kubernetes operator (kopf)"),
 }
