@@ -30,6 +30,7 @@ from kopfka.metadata.image import (
     BROKER_RESOURCE,
     METADATA_VERSION,
     TOPIC_RESOURCE,
+    BrokerRegistration,
     MetadataDelta,
     MetadataImage,
     PartitionRegistration,
@@ -728,7 +729,8 @@ class QuorumController:
             return epoch
 
     async def broker_heartbeat(self, broker_id: int, broker_epoch: int, current_metadata_offset: int,
-                               want_fence: bool, want_shutdown: bool) -> HeartbeatResult:
+                               want_fence: bool, want_shutdown: bool, *, offline_log_dirs: tuple[str, ...] = (),
+                               cordoned_log_dirs: tuple[str, ...] | None = None) -> HeartbeatResult:
         async with self._lock:
             self._check_active()
             b = self.image.brokers.get(broker_id)
@@ -746,6 +748,7 @@ class QuorumController:
                 records.extend(self._elect_leaderless(broker_id))
             elif not b.fenced and want_fence:
                 records.append(mr.BrokerRegistrationChangeRecord(broker_id, broker_epoch, fenced=True))
+            records.extend(self._directory_records(b, offline_log_dirs, cordoned_log_dirs))
             if records:
                 await self._write(records)
             b = self.image.brokers[broker_id]
@@ -757,6 +760,38 @@ class QuorumController:
                 self._last_heartbeat.pop(broker_id, None)
                 b = self.image.brokers[broker_id]
             return HeartbeatResult(caught_up, b.fenced, should_shutdown)
+
+    def _directory_records(self, b: BrokerRegistration, offline: tuple[str, ...],
+                           cordoned: tuple[str, ...] | None) -> list[mr.MetadataRecord]:
+        """Dirs reported in a heartbeat (KIP-858, cordoned dirs). A newly offline dir leaves the
+        registration's online dirs, and the broker's replicas recorded in it leave the ISR / lose
+        leadership (leaderless when it was the last ISR member), as for a fenced broker but only
+        for that dir. Cordoned dirs are recorded when they change (placement avoids brokers whose
+        dirs are all cordoned)."""
+        out: list[mr.MetadataRecord] = []
+        gone = {d for d in offline if d in b.log_dirs}
+        if gone:
+            for t in self.image.topics_by_id.values():
+                for pid, p in t.partitions.items():
+                    if b.broker_id not in p.replicas or len(p.directories) != len(p.replicas):
+                        continue
+                    if p.directories[p.replicas.index(b.broker_id)] not in gone:
+                        continue
+                    if b.broker_id not in p.isr and p.leader != b.broker_id:
+                        continue
+                    rest = tuple(r for r in p.isr if r != b.broker_id)
+                    rec = self._change(t.topic_id, pid, p, isr=rest or p.isr, unusable={b.broker_id})
+                    if rec is not None:
+                        out.append(rec)
+            log.warning("[QuorumController id=%d] broker %d reports offline log dir(s) %s",
+                        self.node_id, b.broker_id, ", ".join(sorted(gone)))
+            out.append(mr.BrokerRegistrationChangeRecord(
+                b.broker_id, b.epoch, log_dirs=tuple(d for d in b.log_dirs if d not in gone)))
+        if cordoned is not None and (b.cordoned_log_dirs is None
+                                     or tuple(sorted(cordoned)) != tuple(sorted(b.cordoned_log_dirs))):
+            out.append(mr.BrokerRegistrationChangeRecord(b.broker_id, b.epoch,
+                                                         cordoned_log_dirs=tuple(sorted(cordoned))))
+        return out
 
     def _leads_anything(self, broker_id: int) -> bool:
         return any(p.leader == broker_id and len(p.isr) > 1

@@ -15,6 +15,13 @@ from kopfka.metadata.image import BrokerRegistration
 from kopfka.protocol.errors import ErrorCode, KafkaError
 
 
+def has_uncordoned_dirs(b: BrokerRegistration) -> bool:
+    """A broker whose every log dir is cordoned takes no new replicas (not yet reported: it may)."""
+    if not b.cordoned_log_dirs or not b.log_dirs:
+        return True
+    return any(d not in b.cordoned_log_dirs for d in b.log_dirs)
+
+
 def rack_alternating_order(brokers: Sequence[BrokerRegistration]) -> list[int]:
     by_rack: dict[str, list[int]] = defaultdict(list)
     for b in sorted(brokers, key=lambda b: b.broker_id):
@@ -39,7 +46,7 @@ def place(
     start_partition: int = 0,
     rng: random.Random | None = None,
 ) -> list[list[int]]:
-    usable = [b for b in brokers if not b.fenced and not b.in_controlled_shutdown]
+    usable = [b for b in brokers if not b.fenced and not b.in_controlled_shutdown and has_uncordoned_dirs(b)]
     if replication_factor > len(usable):
         raise KafkaError(
             ErrorCode.invalid_replication_factor,

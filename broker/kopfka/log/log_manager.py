@@ -96,6 +96,10 @@ class LogManager:
         self.offline_logs: dict[TopicPartition, UnifiedLog] = {}
         self.live_log_dirs: list[Path] = []
         self.directory_ids: dict[Path, str] = {}
+        # directory ids of dirs that failed while running, and who to tell (the lifecycle manager
+        # reports them to the controller in heartbeats, KIP-858)
+        self.offline_directory_ids: dict[Path, str] = {}
+        self.dir_failure_listeners: list[Callable[[Path, str | None], None]] = []
         self._locks: dict[Path, int] = {}
         self.broker_epoch = broker_epoch
         self._had_clean_shutdown: dict[Path, bool] = {}
@@ -120,6 +124,10 @@ class LogManager:
     def _cfg(self, key: str, default: Any) -> Any:
         v = self.values.get(key)
         return default if v is None else v
+
+    def cordoned_directory_ids(self) -> tuple[str, ...]:
+        """Directory ids of the live dirs listed in cordoned.log.dirs (reported once caught up)."""
+        return tuple(sorted(i for d, i in self.directory_ids.items() if d in self.cordoned))
 
     def _cordoned_dirs(self) -> set[Path]:
         raw = self._cfg("cordoned.log.dirs", [])
@@ -588,7 +596,9 @@ class LogManager:
         with self._lock:
             if d in self.live_log_dirs:
                 self.live_log_dirs.remove(d)
-            self.directory_ids.pop(d, None)
+            failed_id = self.directory_ids.pop(d, None)
+            if failed_id:
+                self.offline_directory_ids[d] = failed_id
             if not self.live_log_dirs:
                 log.critical(
                     "Shutdown broker because all log dirs in %s have failed", ", ".join(map(str, self.log_dirs))
@@ -627,6 +637,11 @@ class LogManager:
             d,
             ", ".join(f"{t}-{p}" for t, p in sorted(offline)) or "(none)",
         )
+        for listener in list(self.dir_failure_listeners):
+            try:
+                listener(d, failed_id)
+            except Exception:
+                log.exception("log dir failure listener failed for %s", d)
 
     # --- intra-broker moves (AlterReplicaLogDirs) --------------------------------------------
     def alter_replica_log_dir(self, tp: TopicPartition, dest: str) -> ErrorCode:

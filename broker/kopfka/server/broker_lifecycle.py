@@ -39,7 +39,9 @@ class BrokerLifecycleManager:
     def __init__(self, node_id: int, cluster_id: str, controller: Any, *, endpoints: tuple[mr.Endpoint, ...],
                  rack: str | None, log_dirs: tuple[str, ...], metadata_offset: Callable[[], int],
                  heartbeat_interval_ms: int = 2000, registration_timeout_ms: int = 60000,
-                 ready_to_unfence: bool = True) -> None:
+                 ready_to_unfence: bool = True, cordoned_log_dirs: Callable[[], tuple[str, ...]] | None = None,
+                 offline_dir_timeout_ms: int = 30000,
+                 on_offline_dir_timeout: Callable[[], None] | None = None) -> None:
         self.node_id = node_id
         self.cluster_id = cluster_id
         self.controller = controller
@@ -59,6 +61,14 @@ class BrokerLifecycleManager:
         self._task: asyncio.Task[None] | None = None
         self.ready_to_unfence = ready_to_unfence
         self._caught_up = asyncio.Event()
+        # KIP-858: failed dirs are reported in every heartbeat; dir id -> acknowledged by the controller
+        self.offline_dirs: dict[str, bool] = {}
+        self._offline_timeout = offline_dir_timeout_ms / 1000
+        self._on_offline_timeout = on_offline_dir_timeout
+        self._offline_deadlines: list[asyncio.TimerHandle] = []
+        self._wake = asyncio.Event()
+        # cordoned dirs are reported once caught up (None: the controller is not told about them)
+        self._cordoned = cordoned_log_dirs
 
     def set_state(self, state: BrokerState) -> None:
         if state != self.state:
@@ -98,9 +108,41 @@ class BrokerLifecycleManager:
         """Local state is loaded: stop asking to stay fenced (wantFence=false)."""
         self.ready_to_unfence = True
 
+    def propagate_directory_failure(self, directory_id: str) -> None:
+        """A log dir failed: tell the controller in the next heartbeat, sent now. If the controller
+        has not acknowledged it within the timeout, the broker must not keep running on a view the
+        controller does not share: the shutdown hook runs (Kafka's OfflineDirBrokerFailureEvent)."""
+        if not directory_id or directory_id in self.offline_dirs:
+            return
+        log.warning("Broker %d reporting offline log dir %s to the controller", self.node_id, directory_id)
+        self.offline_dirs[directory_id] = False
+        self._wake.set()
+        if self._on_offline_timeout is not None:
+            loop = asyncio.get_running_loop()
+            self._offline_deadlines.append(loop.call_later(self._offline_timeout, self._check_offline_acked))
+
+    def _check_offline_acked(self) -> None:
+        pending = sorted(d for d, acked in self.offline_dirs.items() if not acked)
+        if pending and self._on_offline_timeout is not None:
+            log.error("The controller did not acknowledge offline log dir(s) %s in time; shutting down",
+                      ", ".join(pending))
+            self._on_offline_timeout()
+
+    def _heartbeat_extras(self) -> dict[str, Any]:
+        extras: dict[str, Any] = {}
+        if self.offline_dirs:
+            extras["offline_log_dirs"] = tuple(sorted(self.offline_dirs))
+        if self._cordoned is not None and self._caught_up.is_set():
+            extras["cordoned_log_dirs"] = self._cordoned()
+        return extras
+
     async def _heartbeat_once(self) -> None:
+        reported = [d for d, acked in self.offline_dirs.items() if not acked]
         res = await self.controller.broker_heartbeat(self.node_id, self.broker_epoch, self.metadata_offset(),
-                                                     not self.ready_to_unfence, self._want_shutdown)
+                                                     not self.ready_to_unfence, self._want_shutdown,
+                                                     **self._heartbeat_extras())
+        for d in reported:
+            self.offline_dirs[d] = True  # a successful heartbeat carried it: acknowledged
         self.fenced = res.is_fenced
         if res.is_caught_up and self.state == BrokerState.STARTING:
             self.set_state(BrokerState.RECOVERY)
@@ -130,7 +172,11 @@ class BrokerLifecycleManager:
                 log.exception("Broker heartbeat failed unexpectedly")
             delay = (0.05 if self.state in (BrokerState.STARTING, BrokerState.RECOVERY) or self._want_shutdown
                      else self.heartbeat_interval)
-            await asyncio.sleep(delay)
+            try:
+                await asyncio.wait_for(self._wake.wait(), delay)  # a failed dir is reported at once
+            except TimeoutError:
+                pass
+            self._wake.clear()
 
     async def controlled_shutdown(self, timeout_s: float = 30.0) -> None:
         """Ask the controller to move leadership away; wait until it says we may stop."""
@@ -145,6 +191,8 @@ class BrokerLifecycleManager:
         self.set_state(BrokerState.SHUTTING_DOWN)
 
     async def close(self) -> None:
+        for h in self._offline_deadlines:
+            h.cancel()
         if self._task is not None:
             self._task.cancel()
             try:

@@ -201,6 +201,12 @@ async def _h_heartbeat(svc: ControllerServices, v: int, req: Any) -> dict[str, A
             int(req.current_metadata_offset),
             bool(req.want_fence),
             bool(req.want_shut_down),
+            offline_log_dirs=tuple(uuids.to_str(d) for d in getattr(req, "offline_log_dirs", None) or ()),
+            cordoned_log_dirs=(
+                None
+                if getattr(req, "cordoned_log_dirs", None) is None
+                else tuple(uuids.to_str(d) for d in req.cordoned_log_dirs)
+            ),
         )
         return {
             "throttle_time": 0,

@@ -14,6 +14,7 @@ import logging
 import socket
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kopfka.config.server_config import KafkaConfig, parse_listeners
@@ -26,6 +27,7 @@ from kopfka.metadata.image import METADATA_VERSION
 from kopfka.metadata.loader import MetadataLoader
 from kopfka.raft.kafka_raft import KafkaRaftClient
 from kopfka.raft.snapshot_generator import SnapshotGenerator
+from kopfka.server.assignments_manager import AssignmentsManager
 from kopfka.server.broker_lifecycle import BrokerLifecycleManager, RegistrationError
 from kopfka.server.broker_services import BrokerServices, make_config_for
 from kopfka.server.controller_server import ControllerNetworkServer, ControllerServices
@@ -57,6 +59,12 @@ def controller_endpoint(cfg: KafkaConfig) -> tuple[str, int] | None:
     return None
 
 
+def _online_dir_ids(log_manager: LogManager, log_dirs: list[Path], node_id: int) -> tuple[str, ...]:
+    """Directory ids the broker registers with: its online log dirs (KIP-858), in config order."""
+    ids = tuple(i for i in log_manager.directory_ids.values() if i)
+    return ids or tuple(m.directory_id for m in meta_properties.verify(log_dirs, node_id).values())
+
+
 def _metadata_segment_bytes(cfg: KafkaConfig) -> int:
     """metadata.log.segment.bytes, or the undocumented `internal.metadata.log.segment.bytes`
     (tests only: small segments without the 8 MiB floor, so snapshot-driven truncation shows)."""
@@ -82,6 +90,10 @@ class KRaftNode:
         )
 
     async def close(self) -> None:
+        for part in self.extra:
+            closer = getattr(part, "close", None)
+            if closer is not None:
+                await closer()
         if self.remote is not None:
             await self.remote.close()
         if self.controller is not None:
@@ -219,13 +231,20 @@ async def _start_broker(server: KafkaServer, node: KRaftNode, cluster_id: str) -
         remote,
         endpoints=endpoints,
         rack=cfg["broker.rack"],
-        log_dirs=tuple(m.directory_id for m in meta_properties.verify(cfg.log_dirs, node_id).values()),
+        log_dirs=_online_dir_ids(server.log_manager, cfg.log_dirs, node_id),
         metadata_offset=lambda: loader.last_applied_offset,
         heartbeat_interval_ms=int(cfg["broker.heartbeat.interval.ms"]),
         registration_timeout_ms=int(cfg["initial.broker.registration.timeout.ms"]),
         ready_to_unfence=False,
+        cordoned_log_dirs=server.log_manager.cordoned_directory_ids if server.log_manager.cordoned else None,
+        offline_dir_timeout_ms=int(cfg.originals.get("log.dir.failure.timeout.ms", 30000)),
+        on_offline_dir_timeout=server.log_manager.halt,
     )
     services.lifecycle = server.lifecycle
+    lifecycle = server.lifecycle
+    server.log_manager.dir_failure_listeners.append(
+        lambda _d, dir_id: lifecycle.propagate_directory_failure(dir_id) if dir_id else None
+    )
     server.log_manager.broker_epoch = -1
     # STARTING: register with the active controller (bounded by initial.broker.registration.timeout.ms)
     registering = asyncio.create_task(server.lifecycle.start())
@@ -252,6 +271,19 @@ async def _start_broker(server: KafkaServer, node: KRaftNode, cluster_id: str) -
     )
     log.info("[KafkaServer id=%d] caught up with the metadata log at offset %d", node_id, loader.last_applied_offset)
     server._install_publishers(loader, services)
+    # background log tasks (retention, checkpoints, cleaner, dir-failure handler) once the image
+    # with every topic's config is published, as Kafka's first broker metadata publish does
+    server.log_manager.startup()
+    assignments = AssignmentsManager(
+        node_id,
+        server.log_manager,
+        remote,
+        broker_epoch=lambda: lifecycle.broker_epoch,
+        image=lambda: loader.image,
+    )
+    loader.install_publishers([assignments])
+    assignments.start()
+    node.extra.append(assignments)
     server.lifecycle.set_ready_to_unfence()
     await server.lifecycle.wait_unfenced()
     server.log_manager.broker_epoch = server.lifecycle.broker_epoch

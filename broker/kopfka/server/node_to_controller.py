@@ -67,7 +67,8 @@ class RemoteController:
         self.backoff = retry_backoff_s
         self.peers = RaftPeers(request_timeout_s=max(2.0, timeout_s / 3))
 
-    async def _call(self, api_key: int, version: int, body: dict[str, Any], *, timeout: float | None = None) -> Any:
+    async def _call(self, api_key: int, version: int, body: dict[str, Any], *, timeout: float | None = None,
+                    maybe_applied: list[str] | None = None) -> Any:
         deadline = time.monotonic() + (timeout or self.timeout)
         last: str = "no active controller known"
         while True:
@@ -89,8 +90,12 @@ class RemoteController:
                     if not codes & RETRIABLE:
                         return resp
                     last = f"controller {self.raft.leader_id} answered {', '.join(c.name for c in codes & RETRIABLE)}"
+                    if maybe_applied is not None and ErrorCode.request_timed_out in codes:
+                        maybe_applied.append(last)  # written, maybe committed after the answer
                 except ConnectionError as exc:
                     last = f"cannot reach controller {self.raft.leader_id}: {exc}"
+                    if maybe_applied is not None:
+                        maybe_applied.append(last)  # the request may have been processed, the answer lost
             if time.monotonic() >= deadline:
                 raise KafkaError(ErrorCode.request_timed_out, f"controller request {api_key} timed out: {last}")
             await asyncio.sleep(self.backoff)
@@ -124,10 +129,19 @@ class RemoteController:
                 for s in specs
             ],
         }
-        resp = await self._call(19, 7, body)
+        before = set(self.image().topics_by_name) if self.image is not None else None
+        maybe_applied: list[str] = []
+        resp = await self._call(19, 7, body, maybe_applied=maybe_applied)
         out = []
+        by_name = {s.name: s for s in specs}
         for t in resp.topics:
             ok = t.error_code == ErrorCode.none
+            if (t.error_code == ErrorCode.topic_already_exists and maybe_applied and not validate_only
+                    and before is not None and t.name not in before and t.name in by_name):
+                own = await self._own_earlier_creation(by_name[t.name])
+                if own is not None:
+                    out.append(own)
+                    continue
             out.append(
                 CreateTopicResult(
                     t.name,
@@ -143,6 +157,34 @@ class RemoteController:
         if created and not validate_only:
             await self._await_image(lambda img: created <= set(img.topics_by_name))
         return out
+
+    async def _own_earlier_creation(self, spec: CreateTopicSpec) -> CreateTopicResult | None:
+        """A retry after a lost answer got TOPIC_ALREADY_EXISTS: report success when the topic is
+        what our earlier attempt would have created. The caller has checked that the topic did not
+        exist in this broker's image when the call started and that an attempt may have been
+        applied (connection lost / timed out); here the topic must match the spec exactly —
+        partition count and replication factor when given, the explicit assignment, and exactly
+        the requested config overrides. A concurrent creation by another client with an identical
+        spec is indistinguishable and is also reported as success."""
+        assert self.image is not None
+        await self._await_image(lambda img: spec.name in img.topics_by_name)
+        img = self.image()
+        topic = img.topics_by_name.get(spec.name)
+        if topic is None or not topic.partitions:
+            return None
+        parts = [topic.partitions[p] for p in sorted(topic.partitions)]
+        rf = len(parts[0].replicas)
+        if spec.num_partitions not in (-1, len(parts)) or spec.replication_factor not in (-1, rf):
+            return None
+        if spec.assignments and {p: list(r) for p, r in spec.assignments.items()} != {
+            pid: list(topic.partitions[pid].replicas) for pid in topic.partitions
+        }:
+            return None
+        wanted = {k: v for k, v in spec.configs.items() if v is not None}
+        if dict(img.topic_config(spec.name)) != wanted:
+            return None
+        log.info("CreateTopics %s: the earlier attempt (answer lost) created it; reporting success", spec.name)
+        return CreateTopicResult(spec.name, ErrorCode.none, None, topic.topic_id, len(parts), rf, wanted)
 
     async def delete_topics(self, names: Iterable[str | None], ids: Iterable[str | None] = ()) -> list[ResultEntry]:
         topics = [{"name": n, "topic_id": uuids.ZERO_UUID} for n in names if n is not None]
@@ -250,7 +292,15 @@ class RemoteController:
         return int(resp.broker_epoch)
 
     async def broker_heartbeat(
-        self, broker_id: int, broker_epoch: int, current_metadata_offset: int, want_fence: bool, want_shutdown: bool
+        self,
+        broker_id: int,
+        broker_epoch: int,
+        current_metadata_offset: int,
+        want_fence: bool,
+        want_shutdown: bool,
+        *,
+        offline_log_dirs: tuple[str, ...] = (),
+        cordoned_log_dirs: tuple[str, ...] | None = None,
     ) -> HeartbeatResult:
         body = {
             "broker_id": broker_id,
@@ -258,9 +308,10 @@ class RemoteController:
             "current_metadata_offset": current_metadata_offset,
             "want_fence": want_fence,
             "want_shut_down": want_shutdown,
-            "offline_log_dirs": [],
+            "offline_log_dirs": [uuids.from_str(d) for d in offline_log_dirs],
+            "cordoned_log_dirs": None if cordoned_log_dirs is None else [uuids.from_str(d) for d in cordoned_log_dirs],
         }
-        resp = await self._call(63, 1, body, timeout=5.0)
+        resp = await self._call(63, 2, body, timeout=5.0)
         if resp.error_code != ErrorCode.none:
             raise KafkaError(resp.error_code, f"heartbeat refused: {resp.error_code.name}")
         return HeartbeatResult(bool(resp.is_caught_up), bool(resp.is_fenced), bool(resp.should_shut_down))
