@@ -73,11 +73,21 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1) -> None:
 
 
 class RateProducer(threading.Thread):
-    """Produces as fast as librdkafka allows for `seconds`; counts acknowledged bytes."""
+    """Produces as fast as librdkafka allows for `seconds` (stopping at `max_bytes`, so an unlimited one does not
+    fill the disk: unthrottled it reaches several hundred MB/s); counts acknowledged bytes."""
 
-    def __init__(self, bootstrap: str, topic: str, client_id: str, seconds: float, value_size: int = 10_000) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        client_id: str,
+        seconds: float,
+        value_size: int = 10_000,
+        max_bytes: int = 1 << 62,
+    ) -> None:
         super().__init__(daemon=True)
         self.bootstrap, self.topic, self.client_id, self.seconds = bootstrap, topic, client_id, seconds
+        self.max_bytes = max_bytes
         self.value = b"x" * value_size
         self.acked = 0
         self.elapsed = 0.0
@@ -114,9 +124,14 @@ class RateProducer(threading.Thread):
         p.list_topics(self.topic, timeout=10)
         start = time.monotonic()
         deadline[0] = start + self.seconds
+        sent = 0
         while time.monotonic() < deadline[0]:
+            if sent >= self.max_bytes:
+                p.poll(0.05)
+                continue
             try:
                 p.produce(self.topic, self.value, on_delivery=on_delivery)
+                sent += len(self.value)
             except BufferError:
                 p.poll(0.005)
             p.poll(0)
@@ -176,6 +191,43 @@ class RateConsumer(threading.Thread):
     @property
     def rate(self) -> float:
         return self.received / self.seconds
+
+
+class KafkaPythonRateConsumer(RateConsumer):
+    """The same measurement with kafka-python, which applies throttle_time_ms client-side too."""
+
+    def run(self) -> None:
+        from kafka import KafkaConsumer, TopicPartition
+
+        c = KafkaConsumer(
+            bootstrap_servers=self.bootstrap,
+            client_id=self.client_id,
+            enable_auto_commit=False,
+            fetch_max_bytes=self.fetch_bytes,
+            max_partition_fetch_bytes=self.fetch_bytes,
+            fetch_max_wait_ms=100,
+            max_poll_records=1000,
+        )
+        try:
+            tp = TopicPartition(self.topic, 0)
+            c.assign([tp])
+            c.seek_to_beginning(tp)
+            first: list[Any] = []
+            give_up = time.monotonic() + 20
+            while not first and time.monotonic() < give_up:
+                first = [m for recs in c.poll(1000, max_records=1).values() for m in recs]
+            if not first:
+                self.errors.append("no record within 20 s")
+                return
+            self.received = len(first[0].value or b"")
+            deadline = time.monotonic() + self.seconds
+            while (left := deadline - time.monotonic()) > 0:
+                for recs in c.poll(int(min(left, 0.5) * 1000)).values():
+                    for m in recs:
+                        if time.monotonic() <= deadline:
+                            self.received += len(m.value or b"")
+        finally:
+            c.close()
 
 
 def fill_topic(bootstrap: str, topic: str, nbytes: int, value_size: int = 10_000) -> int:

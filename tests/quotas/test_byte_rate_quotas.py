@@ -1,8 +1,12 @@
 """Byte-rate quotas against a real `kopfka serve` with real librdkafka clients.
 
-A producer limited to 1 MB/s and a consumer limited to 1 MB/s (by client-id quota) run for 20 s
-at the same time as an unlimited producer and consumer on the same broker: the limited ones
-stay within ±10% of their quota, the unlimited ones are never throttled and run far faster.
+A producer limited to 1 MB/s and two consumers limited to 1 MB/s each (librdkafka and kafka-python,
+by client-id quota) run for 20 s at the same time as an unlimited producer and consumer on the same
+broker: the limited ones stay within ±10% of their quota, the unlimited ones are never throttled and
+run far faster. The consumers read ~1 MB record batches, a second of quota per response, which is
+what made Kafka's discard-and-retry fetch throttling deliver 0.7-0.85 of the quota (see
+ClientFetchQuotaManager); a second broker with the default 11 sample windows checks the consumers
+there too.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from kopfka_process import KopfkaProcess
 
 from .quota_helpers import (
     MB,
+    KafkaPythonRateConsumer,
     RateConsumer,
     RateProducer,
     create_topic,
@@ -31,9 +36,9 @@ SECONDS = 20.0
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[KopfkaProcess, int]]:
-    # quota.window.num=3: with the default 11 one-second windows the sampled Rate lets a greedy client
+    # quota.window.num=3: with the default 11 one-second windows the sampled Rate lets a greedy producer
     # burst (samples - 1) windows' worth each time its oldest sample expires (~10 MB at 1 MB/s), which is
-    # half of a 20 s budget; the default is kept for real use and its arithmetic is unit-tested.
+    # half of a 20 s budget (Kafka does the same); consumers are paced and are also checked with the default.
     proc, http = start_broker(Path(tmp_path_factory.mktemp("quota-rates")) / "data", **{"quota.window.num": "3"})
     try:
         yield proc, http
@@ -49,11 +54,13 @@ def test_producer_and_consumer_byte_rate_quotas(broker: tuple[KopfkaProcess, int
     fill_topic(bs, "source", 40 * MB)  # enough that the unlimited consumer never runs dry
     set_quota(bs, [("client-id", "limited-producer")], {"producer_byte_rate": 1 * MB})
     set_quota(bs, [("client-id", "limited-consumer")], {"consumer_byte_rate": 1 * MB})
+    set_quota(bs, [("client-id", "limited-kp-consumer")], {"consumer_byte_rate": 1 * MB})
 
     clients = [
         limited_p := RateProducer(bs, "limited-in", "limited-producer", SECONDS),
-        free_p := RateProducer(bs, "free-in", "free-producer", SECONDS),
+        free_p := RateProducer(bs, "free-in", "free-producer", SECONDS, max_bytes=200 * MB),  # ≥ 10 MB/s if unslowed
         limited_c := RateConsumer(bs, "source", "limited-consumer", SECONDS),
+        limited_kp := KafkaPythonRateConsumer(bs, "source", "limited-kp-consumer", SECONDS),
         free_c := RateConsumer(bs, "source", "free-consumer", SECONDS, fetch_bytes=4 * MB),
     ]
     for c in clients:
@@ -62,14 +69,14 @@ def test_producer_and_consumer_byte_rate_quotas(broker: tuple[KopfkaProcess, int
         c.join(90)
     print(
         f"limited producer {limited_p.rate / MB:.3f} MB/s, free producer {free_p.rate / MB:.2f} MB/s, "
-        f"limited consumer {limited_c.rate / MB:.3f} MB/s, free consumer {free_c.rate / MB:.2f} MB/s "
+        f"limited consumers {limited_c.rate / MB:.3f} (librdkafka) {limited_kp.rate / MB:.3f} (kafka-python) MB/s, "
+        f"free consumer {free_c.rate / MB:.2f} MB/s "
         f"(free consumer read {free_c.received / MB:.1f} MB)"
     )
-    assert not (limited_p.errors or free_p.errors or limited_c.errors or free_c.errors)
+    assert not (limited_p.errors or free_p.errors or limited_c.errors or limited_kp.errors or free_c.errors)
     assert 0.9 * MB <= limited_p.rate <= 1.1 * MB
-    # Fetch quotas under-deliver today: measured 0.74-0.84 MB/s (each throttled, emptied fetch costs the client
-    # more than the computed delay). The issue asks for ±10%; this bound only guards against regressions.
-    assert 0.7 * MB <= limited_c.rate <= 1.1 * MB
+    assert 0.9 * MB <= limited_c.rate <= 1.1 * MB
+    assert 0.9 * MB <= limited_kp.rate <= 1.1 * MB
     assert limited_p.throttle_events > 0  # librdkafka saw throttle_time_ms
     # the unlimited clients on the same broker were not slowed to anything like the quota
     assert free_p.rate > 4 * MB
@@ -82,6 +89,28 @@ def test_producer_and_consumer_byte_rate_quotas(broker: tuple[KopfkaProcess, int
     assert sample(m, "kafka_server_produce_throttle_time_ms_total", user="", client_id="free-producer") is None
     usage = sample(m, "kafka_server_produce_byte_rate", user="", client_id="limited-producer")
     assert usage is not None and usage <= 1.2 * MB
+
+
+def test_consumer_byte_rate_with_default_windows(tmp_path: Path) -> None:
+    """Kafka's default 11 sample windows: the consumers still get 1 MB/s ±10%, not a burst/silence sawtooth."""
+    proc, _http = start_broker(tmp_path / "data")
+    try:
+        bs = proc.bootstrap
+        create_topic(bs, "source")
+        fill_topic(bs, "source", 26 * MB)
+        set_quota(bs, [("client-id", None)], {"consumer_byte_rate": 1 * MB})  # every client-id: 1 MB/s each
+        consumers = [RateConsumer(bs, "source", "ck", SECONDS), KafkaPythonRateConsumer(bs, "source", "kp", SECONDS)]
+        for c in consumers:
+            c.start()
+        for c in consumers:
+            c.join(90)
+    finally:
+        proc.kill()
+    ck, kp = consumers
+    print(f"default windows: librdkafka {ck.rate / MB:.3f} MB/s, kafka-python {kp.rate / MB:.3f} MB/s")
+    assert not (ck.errors or kp.errors)
+    assert 0.9 * MB <= ck.rate <= 1.1 * MB
+    assert 0.9 * MB <= kp.rate <= 1.1 * MB
 
 
 def test_quota_change_applies_to_running_clients_and_removal_lifts_it(broker: tuple[KopfkaProcess, int]) -> None:
@@ -114,9 +143,14 @@ def test_quota_change_applies_to_running_clients_and_removal_lifts_it(broker: tu
             if err is None:
                 acked[0] += 10_000
 
+        start, sent = time.monotonic(), 0
         while not stop.is_set():
+            if sent > 40 * MB * (time.monotonic() - start):  # at most 40 MB/s: enough to tell, not to fill the disk
+                prod.poll(0.01)
+                continue
             try:
                 prod.produce("phases", p.value, on_delivery=cb)
+                sent += len(p.value)
             except BufferError:
                 prod.poll(0.005)
             prod.poll(0)

@@ -117,6 +117,48 @@ def test_create_topics_beyond_controller_mutation_rate(broker: tuple[KopfkaProce
     set_quota(bs, [("client-id", "kopfka-cli")], remove=["controller_mutation_rate"])
 
 
+def test_delete_topics_charged_by_partitions_deleted(broker: tuple[KopfkaProcess, int]) -> None:
+    """DeleteTopics charges the partitions it deletes (KIP-599): strict from v5, permissive before."""
+    proc, _ = broker
+    bs = proc.bootstrap
+    for name, n in (("del-a", 10), ("del-b", 10), ("del-c", 10), ("del-d", 1), ("old-a", 10), ("old-b", 1)):
+        create_topic(bs, name, n)
+    # a user + client-id entity of its own, so the bucket is fresh: 2 partitions/s, burst 22
+    entity: list[tuple[str, str | None]] = [("user", ANON), ("client-id", "kopfka-cli")]
+    set_quota(bs, entity, {"controller_mutation_rate": 2.0})
+    unknown_id = uuid.uuid4()
+
+    Result = tuple[list[tuple[str, int]], int]
+
+    async def delete(version: int, names: list[str], by_id: uuid.UUID | None = None) -> Result:
+        conn = await KafkaConnection.open(bs)
+        try:
+            if version >= 6:
+                topics = [{"name": n, "topic_id": uuid.UUID(int=0)} for n in names]
+                if by_id is not None:
+                    topics.insert(1, {"name": None, "topic_id": by_id})
+                body: dict[str, object] = {"topics": topics, "timeout": 30000}
+            else:
+                body = {"topic_names": names, "timeout": 30000}
+            resp = await conn.request(20, version, body)
+            out = [(r.name or "", int(r.error_code)) for r in resp.responses]
+            return out, int(resp.throttle_time.total_seconds() * 1000)
+        finally:
+            await conn.close()
+
+    # 22 credits: del-a (10) -> 12, an unknown id costs nothing, del-b (10) -> 2, del-c (10) accepted
+    # while the bucket is still positive -> -8, del-d refused; the throttle is 8 / 2 per s = 4 s
+    results, throttle = asyncio.run(delete(6, ["del-a", "del-b", "del-c", "del-d"], unknown_id))
+    assert results == [("del-a", 0), ("", 100), ("del-b", 0), ("del-c", 0), ("del-d", 89)]
+    assert 3000 <= throttle <= 4000
+    names = [t.name for t in admin_call(bs, lambda a: a.metadata())[1]]
+    assert "del-d" in names and not {"del-a", "del-b", "del-c"} & set(names)
+    results, throttle = asyncio.run(delete(4, ["old-a", "old-b"]))  # old version: accepted, only throttled
+    assert results == [("old-a", 0), ("old-b", 0)] and throttle > 3000
+    set_quota(bs, entity, remove=["controller_mutation_rate"])
+    assert asyncio.run(delete(6, ["del-d"]))[0] == [("del-d", 0)]
+
+
 def _api_versions(sock: socket.socket) -> bool:
     """Send ApiVersions v0; True if answered, False if the broker closed the connection."""
     try:

@@ -1,6 +1,7 @@
 """Quotas and throttling (seed 003): sensors, client quota managers, connection quotas."""
 
 from kopfka.quota.client_quota_manager import (
+    ClientFetchQuotaManager,
     ClientQuotaManager,
     ClientRequestQuotaManager,
     ControllerMutationQuota,
@@ -13,6 +14,7 @@ from kopfka.quota.manager import QuotaManagers, user_of
 from kopfka.quota.stats import MetricConfig, QuotaViolation, Rate, Sensor, TokenBucket, throttle_time_ms
 
 __all__ = [
+    "ClientFetchQuotaManager",
     "ClientQuotaManager",
     "ClientRequestQuotaManager",
     "ConnectionQuotas",

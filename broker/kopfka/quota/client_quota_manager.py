@@ -248,6 +248,72 @@ class ClientQuotaManager:
         return dead
 
 
+FETCH_PACING_SLACK = 0.2  # windows the paced schedule may lag behind now (absorbs client round trips)
+
+
+class ClientFetchQuotaManager(ClientQuotaManager):
+    """consumer_byte_rate: send-then-throttle with pacing, instead of Kafka's discard-and-retry.
+
+    Kafka records a fetch response, and if that crosses the quota it un-records it, answers empty
+    and mutes the channel for X = (O - T) / T * W. Measured against librdkafka and kafka-python
+    that delivers 0.75-0.85 of the quota with 3 sample windows (and a 10 MB burst / 11 s
+    silence sawtooth with the default 11): a consumer's response is one record batch (KIP-74
+    returns a whole batch past max.partition.fetch.bytes), often about a second of quota, so every
+    discarded response is up to a window of dead time, and X assumes the samples keep their bytes
+    during the wait while the oldest, holding the last burst, expires in it. Bursts admitted at
+    once land in one sample and expire at once, which releases (samples - 1) windows of credit in
+    one go: delivery never smooths out.
+
+    Here (1) a response is sent whenever the entity is within quota before it, is charged, and
+    holds the channel for the produce-style X when it crosses the quota (the same rule as produce,
+    so nothing fetched is wasted); (2) an entity already over quota gets an empty response and X,
+    charging nothing (Kafka's unrecord rule, without the record); (3) while an entity has crossed
+    its quota within the last 2 * samples * window, its responses are paced: each advances a schedule
+    by size / quota and the channel is held until it, so a greedy consumer gets a steady rate
+    instead of bursts. A consumer that never crosses its quota keeps the sampled Rate's idle credit.
+    """
+
+    def __init__(self, config: MetricConfig, clock: Callable[[], float] = _monotonic_ms) -> None:
+        super().__init__(QuotaType.FETCH, config, clock)
+        self._regime_ms = 2 * config.samples * config.window_ms  # outlives the samples that crossed
+        self._slack_ms = FETCH_PACING_SLACK * config.window_ms
+
+    def record_fetch(self, user: str, client_id: str, size: int, now_ms: float | None = None) -> tuple[bool, int]:
+        """(send the data?, throttle ms) for a consumer fetch response of `size` bytes."""
+        if not self.quota_types_enabled:
+            return True, 0
+        now = self.clock() if now_ms is None else now_ms
+        self._maybe_expire(now)
+        cs = self.sensors_for(user, client_id)
+        if cs is None:
+            return True, 0
+        sensor = cs.quota
+        bound = sensor.bound
+        try:
+            sensor.check(now)
+        except QuotaViolation as v:  # already over: nothing goes out, nothing is charged
+            sensor.last_record_ms = sensor.last_violation_ms = now
+            return False, self._throttled(sensor, self.throttle_time(v, sensor, now))
+        if size <= 0:
+            return True, 0
+        delay = 0
+        try:
+            sensor.record(size, now, True)
+        except QuotaViolation as v:
+            delay = self.throttle_time(v, sensor, now)
+            sensor.last_violation_ms = now
+        if bound and now - sensor.last_violation_ms < self._regime_ms:
+            sensor.pace_next_ms = max(sensor.pace_next_ms, now - self._slack_ms) + size / bound * 1000.0
+            delay = max(delay, round(sensor.pace_next_ms - now))
+        return True, self._throttled(sensor, delay) if delay > 0 else 0
+
+    @staticmethod
+    def _throttled(sensor: Sensor, delay: int) -> int:
+        sensor.throttle_ms_total += delay
+        sensor.throttle_count += 1
+        return delay
+
+
 class ClientRequestQuotaManager(ClientQuotaManager):
     """request_percentage: handler time as a percentage of one second, throttle capped at one window."""
 

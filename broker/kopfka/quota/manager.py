@@ -14,6 +14,7 @@ from kopfka.metadata.image import BROKER_RESOURCE, MetadataDelta, MetadataImage
 from kopfka.quota.client_quota_manager import (
     IP,
     QUOTA_KEYS,
+    ClientFetchQuotaManager,
     ClientQuotaManager,
     ClientRequestQuotaManager,
     ControllerMutationQuotaManager,
@@ -59,7 +60,7 @@ class QuotaManagers:
             int(values.get("controller.quota.window.size.seconds", 1)) * 1000,
         )
         self.produce = ClientQuotaManager(QuotaType.PRODUCE, cfg)
-        self.fetch = ClientQuotaManager(QuotaType.FETCH, cfg)
+        self.fetch = ClientFetchQuotaManager(cfg)
         self.request = ClientRequestQuotaManager(cfg)
         self.controller_mutation = ControllerMutationQuotaManager(ctl)
         self.connections = ConnectionQuotas(

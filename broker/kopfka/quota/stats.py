@@ -132,7 +132,18 @@ def throttle_time_ms(violation: QuotaViolation, window_ms: float) -> int:
 class Sensor:
     """One stat (Rate or TokenBucket) with an optional upper bound; tracks its last use."""
 
-    __slots__ = ("bound", "bucket", "last_record_ms", "name", "rate", "tags", "throttle_count", "throttle_ms_total")
+    __slots__ = (
+        "bound",
+        "bucket",
+        "last_record_ms",
+        "last_violation_ms",
+        "name",
+        "pace_next_ms",
+        "rate",
+        "tags",
+        "throttle_count",
+        "throttle_ms_total",
+    )
 
     def __init__(
         self,
@@ -151,6 +162,8 @@ class Sensor:
         self.last_record_ms = 0.0
         self.throttle_ms_total = 0.0
         self.throttle_count = 0
+        self.last_violation_ms = float("-inf")  # fetch pacing: when the entity last crossed its quota
+        self.pace_next_ms = float("-inf")  # fetch pacing: when the paced schedule next allows data
 
     def record(self, value: float, now_ms: float, check: bool = True) -> None:
         """Record, then raise QuotaViolation if the bound is crossed (when `check`)."""

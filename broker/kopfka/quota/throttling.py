@@ -82,27 +82,26 @@ def fetch_max_bytes(ctx: Any, max_bytes: int) -> int:
 
 
 def fetch_throttle_ms(ctx: Any, results: Mapping[tuple[str, int], Any], is_follower: bool = False) -> int:
-    """Charge the response size to consumer_byte_rate; a throttled fetch returns no data, so the
-    charge is taken back (the unrecord rule). Counts bytes out when data is sent."""
+    """Charge a consumer's response to consumer_byte_rate. Returns > 0 only when the response must
+    go out empty (the entity was already over quota); a response that is sent may still hold the
+    channel, through `ctx.throttle_ms` (see ClientFetchQuotaManager). Counts bytes out when sent."""
     svc = ctx.services
     size = 0
     for data in results.values():
         size += data.size
     qm: QuotaManagers | None = svc.quota_manager
-    delay = 0
     if qm is not None and qm.fetch.quota_types_enabled and not is_follower:
-        user, client = user_of(ctx), _client_id(ctx)
-        delay = qm.fetch.record_and_get_throttle_ms(user, client, size)
+        send, delay = qm.fetch.record_fetch(user_of(ctx), _client_id(ctx), size)
         if delay > 0:
-            qm.fetch.unrecord(user, client, size)
             ctx.throttle_ms = max(getattr(ctx, "throttle_ms", 0), delay)
+        if not send:
             return delay
     metrics = getattr(svc, "metrics", None)
     if metrics is not None and size:
         for (topic, _p), data in results.items():
             if data.size:
                 metrics.topic(topic).bytes_out.inc(data.size)
-    return delay
+    return 0
 
 
 def mutation_quota(ctx: Any) -> ControllerMutationQuota:
@@ -192,3 +191,10 @@ def partition_permits(ctx: Any, topic: str, count: int) -> int:
     """Partitions a CreatePartitions entry adds."""
     t = ctx.image.topics_by_name.get(topic)
     return max(0, count - len(t.partitions)) if t is not None else 0
+
+
+def delete_permits(ctx: Any, name: str | None, topic_id: str | None) -> int:
+    """Partitions a DeleteTopics entry removes (unknown topics cost nothing and fail on their own)."""
+    image = ctx.image
+    t = image.topics_by_name.get(name) if name is not None else image.topics_by_id.get(topic_id or "")
+    return len(t.partitions) if t is not None else 0
