@@ -8,7 +8,7 @@ from kopfka import uuids
 from kopfka.config.log_config import TOPIC_CONFIG
 from kopfka.controller.quorum_controller import CreateTopicResult, CreateTopicSpec, ResultEntry
 from kopfka.protocol.errors import ErrorCode, KafkaError
-from kopfka.quota.throttling import partition_permits, run_with_mutation_quota, topic_permits
+from kopfka.quota.throttling import delete_permits, partition_permits, run_with_mutation_quota, topic_permits
 from kopfka.server.apis.configs import describe_topic_config_entries
 from kopfka.server.apis.registry import api
 from kopfka.server.request_context import RequestContext
@@ -47,17 +47,27 @@ async def handle_create_topics(ctx: RequestContext, req: Any) -> dict[str, Any]:
 
 @api(20)
 async def handle_delete_topics(ctx: RequestContext, req: Any) -> dict[str, Any]:
-    names: list[str | None] = []
-    ids: list[str | None] = []
+    items: list[tuple[str | None, str | None]] = []  # (name, id), in request order
     if ctx.api_version >= 6:
         for t in req.topics:
             if t.name is not None:
-                names.append(t.name)
+                items.append((t.name, None))
             elif t.topic_id is not None:
-                ids.append(uuids.to_str(t.topic_id))
+                items.append((None, uuids.to_str(t.topic_id)))
     else:
-        names = list(req.topic_names)
-    results = await ctx.services.controller.delete_topics(names, ids)
+        items = [(n, None) for n in req.topic_names]
+
+    async def delete(admitted: list[tuple[str | None, str | None]]) -> list[ResultEntry]:
+        names = [n for n, _ in admitted if n is not None]
+        ids = [i for n, i in admitted if n is None]
+        out = await ctx.services.controller.delete_topics(names, ids)
+        by_name, by_id = iter(out[:len(names)]), iter(out[len(names):])
+        fallback = out[0] if out else ResultEntry("", ErrorCode.unknown_server_error)
+        return [next(by_name, fallback) if n is not None else next(by_id, fallback) for n, _ in admitted]
+
+    results = await run_with_mutation_quota(  # controller_mutation_rate (KIP-599): partitions deleted
+        ctx, items, lambda it: delete_permits(ctx, it[0], it[1]), delete,
+        lambda it, code, msg: ResultEntry(it[0] or "", code, msg, it[1]), lambda r: r.error != ErrorCode.none)
     return {"throttle_time": 0, "responses": [
         {"name": r.name or None, "topic_id": uuids.from_str(r.topic_id) if r.topic_id else uuids.ZERO_UUID,
          "error_code": r.error, "error_message": r.message} for r in results]}
