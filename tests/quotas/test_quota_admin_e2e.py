@@ -256,6 +256,37 @@ def test_librdkafka_pushes_telemetry_and_early_push_is_throttled(broker: tuple[K
     assert first == 0 and second == 89 and 0 < throttle <= 1000
 
 
+def test_telemetry_subscription_matches_client_software_name(broker: tuple[KopfkaProcess, int]) -> None:
+    """ApiVersions v3+ names the client software; a KIP-714 `match` on it selects librdkafka clients."""
+    proc, http = broker
+    bs = proc.bootstrap
+    admin_call(
+        bs,
+        lambda a: a.incremental_alter_configs(
+            16,
+            "by-software",
+            [
+                ("metrics", 0, "org.apache.kafka."),
+                ("interval.ms", 0, "1000"),
+                ("match", 0, "client_software_name=(librdkafka|confluent-kafka-python),client_software_version=.*\\d.*"),
+            ],
+        ),
+    )
+    from confluent_kafka import Producer
+
+    create_topic(bs, "sw")
+    p = Producer({"bootstrap.servers": bs, "client.id": "sw-producer"})  # no client_id subscription matches it
+    deadline = time.monotonic() + 20
+    found: list[str] = []
+    while time.monotonic() < deadline and not found:
+        p.produce("sw", b"v" * 100)
+        p.poll(0.5)
+        found = [n for (n, labels) in scrape(http) if ("client_id", "sw-producer") in labels and "telemetry" in n]
+    p.flush(10)
+    admin_call(bs, lambda a: a.incremental_alter_configs(16, "by-software", [("match", 0, "client_software_name=x")]))
+    assert found, "the subscription matching the client software name selected nothing"
+
+
 def test_metrics_endpoint_matches_what_was_produced(broker: tuple[KopfkaProcess, int]) -> None:
     proc, http = broker
     bs = proc.bootstrap

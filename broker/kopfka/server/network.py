@@ -60,6 +60,8 @@ class Connection(asyncio.BufferedProtocol):
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.client_host = ""
+        self.client_port = 0
+        self.client_software = ("", "")  # (name, version) from ApiVersions v3+ (KIP-511)
         self._wakeup = asyncio.Event()
         self._can_write = asyncio.Event()
         self._can_write.set()
@@ -73,6 +75,7 @@ class Connection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.client_host = peer[0] if peer else ""
+        self.client_port = int(peer[1]) if peer else 0
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"conn-{self.peer}")
         self.server.connections.add(self)
 
@@ -174,12 +177,16 @@ class Connection(asyncio.BufferedProtocol):
             log.warning("Closing connection from %s: no handler for api key %s", self.peer, hdr.api_key)
             return False
         ctx = RequestContext(hdr.api_key, hdr.api_version, hdr.correlation_id, hdr.client_id, self.listener_name,
-                             self.client_host, self.server.services, len(frame))
+                             self.client_host, self.server.services, len(frame),
+                             client_software_name=self.client_software[0],
+                             client_software_version=self.client_software[1], client_port=self.client_port)
         started = time.perf_counter_ns()
         try:
             result = await handler(ctx, req.body)
         except CloseConnection:
             return False
+        if hdr.api_key == API_VERSIONS_KEY and ctx.client_software_name:
+            self.client_software = (ctx.client_software_name, ctx.client_software_version)
         mute_ms = finish_request(ctx, result, time.perf_counter_ns() - started)  # quotas + request metrics
         if result is None:
             if mute_ms:  # acks=0 produce: no response, but the connection is still muted

@@ -129,7 +129,7 @@ class ClientMetricsManager(Collector):
             "client_software_name": getattr(ctx, "client_software_name", "") or "",
             "client_software_version": getattr(ctx, "client_software_version", "") or "",
             "client_source_address": ctx.client_host or "",
-            "client_source_port": "",
+            "client_source_port": str(getattr(ctx, "client_port", 0) or ""),
         }
         if inst is None:
             metrics, interval, sid = self._resolve(instance_id, identity)

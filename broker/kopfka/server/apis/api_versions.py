@@ -26,6 +26,8 @@ async def handle_api_versions(ctx: RequestContext, req: Any) -> dict[str, Any]:
         valid = lambda s: bool(s) and all(c.isalnum() or c in ".-" for c in s) and s[0].isalnum() and s[-1].isalnum()  # noqa: E731
         if not (valid(name) and valid(version)):
             error = ErrorCode.invalid_request
+        else:  # kept on the connection by the network layer
+            ctx.client_software_name, ctx.client_software_version = name, version
     image = ctx.image
     return {
         "error_code": error,
