@@ -246,3 +246,31 @@ def test_c_and_python_record_walks_agree() -> None:
             except _Corrupt:
                 continue
             raise AssertionError(f"{fn.__name__} accepted a malformed payload")
+
+
+def test_in_place_batch_walk_agrees_and_rejects_malformed() -> None:
+    """scan_batch_records walks an uncompressed batch where it lies (no copy) and agrees with
+    the pure-Python walk; truncated or padded record data is rejected."""
+    from kopfka.protocol import record_codec as rc
+    from kopfka.protocol.errors import CorruptRecordError as _Corrupt
+    from kopfka.protocol.records import read_header as _rh
+    from kopfka.protocol.records import rewrite_crc as _crc
+
+    recs = [rc.Record(10 + i, 5000 + (i * 3) % 7, None if i % 4 == 0 else b"k", b"v" * i) for i in range(30)]
+    batch = bytearray(b"pad" + rc.encode_batch(recs, base_offset=10))
+    h = _rh(batch, 3)
+    fast = rc.scan_batch_records(batch, h, collect_null_keys=True)
+    slow = rc.scan_records_py(rc.records_payload(batch, h), 30, collect_null_keys=True)
+    assert fast == slow
+    bad = bytearray(batch[3:])
+    bad[-1:] = b""  # drop a byte of the last record
+    import struct as _st
+    _st.pack_into(">i", bad, 8, len(bad) - 12)
+    hb = _rh(bad, 0)
+    _crc(bad, hb)
+    try:
+        rc.scan_batch_records(bad, hb)
+    except _Corrupt:
+        pass
+    else:
+        raise AssertionError("a truncated record was accepted")

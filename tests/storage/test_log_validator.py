@@ -86,6 +86,14 @@ def test_in_place_does_not_touch_the_input() -> None:
     assert bytes(data) == before
 
 
+def test_writable_memoryview_is_stamped_in_place() -> None:
+    """The produce hot path hands a view into the receive buffer: no copy is made."""
+    frame = bytearray(b"xx" + encode_batch(recs()))
+    res = validate(memoryview(frame)[2:])
+    assert isinstance(res.records, memoryview)
+    assert read_header(frame, 2).base_offset == 100  # the frame itself carries the offsets
+
+
 def test_accepts_memoryview_input() -> None:
     data = encode_batch(recs())
     res = validate(memoryview(data))

@@ -21,6 +21,9 @@ from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeade
 from kio.serial import entity_reader, entity_writer
 
 from kopfka.protocol.api_versions import API_VERSIONS_KEY, is_supported
+from kopfka.protocol.produce_request import decode_produce_request
+
+PRODUCE_KEY = 0
 
 
 class FrameError(Exception):
@@ -78,15 +81,15 @@ class FrameReceiver:
             return memoryview(self._frame)[self._filled :]
         return memoryview(self._scratch)[self._len :]
 
-    def buffer_updated(self, nbytes: int) -> list[bytes | memoryview]:
+    def buffer_updated(self, nbytes: int) -> list[bytes | bytearray]:
         if self._frame is not None:
             self._filled += nbytes
             if self._filled < len(self._frame):
                 return []
             frame, self._frame = self._frame, None
-            return [memoryview(frame).toreadonly()]  # kio's reader takes read-only buffers
+            return [frame]
         self._len += nbytes
-        out: list[bytes | memoryview] = []
+        out: list[bytes | bytearray] = []
         buf, pos, end = self._scratch, 0, self._len
         while end - pos >= 4:
             (size,) = struct.unpack_from(">i", buf, pos)
@@ -131,14 +134,14 @@ class DecodedRequest:
 _SHORT_HEADER = struct.Struct(">hhi")
 
 
-def peek_header(frame: bytes | memoryview) -> tuple[int, int, int]:
+def peek_header(frame: bytes | bytearray | memoryview) -> tuple[int, int, int]:
     if len(frame) < _SHORT_HEADER.size:
         raise FrameError("request shorter than its header")
     api_key, api_version, correlation_id = _SHORT_HEADER.unpack_from(frame, 0)
     return api_key, api_version, correlation_id
 
 
-def decode_request(frame: bytes | memoryview) -> DecodedRequest:
+def decode_request(frame: bytes | bytearray | memoryview) -> DecodedRequest:
     """Decode header and body. Unsupported (api_key, version) gives body=None, not an error.
 
     Raises FrameError when the bytes do not parse: Kafka closes the connection then.
@@ -155,9 +158,15 @@ def decode_request(frame: bytes | memoryview) -> DecodedRequest:
         return DecodedRequest(RequestHeader(api_key, api_version, correlation_id, client_id, size), None, len(frame))
     schema = load_request_schema(api_key, api_version)
     header_cls: type[Any] = RequestHeaderV2 if schema.__flexible__ else RequestHeaderV1
+    # kio's Rust reader only takes read-only buffers; the writable frame stays for Produce
+    readonly = memoryview(frame).toreadonly() if isinstance(frame, bytearray) else frame
     try:
-        hdr, hsize = entity_reader(header_cls)(frame, 0)
-        body, _ = entity_reader(schema)(frame, hsize)
+        hdr, hsize = entity_reader(header_cls)(readonly, 0)
+        if api_key == PRODUCE_KEY:
+            # hot path: records stay views into the frame (writable when the frame is ours)
+            body: Any = decode_produce_request(memoryview(frame), hsize, api_version)
+        else:
+            body, _ = entity_reader(schema)(readonly, hsize)
     except Exception as exc:  # kio raises assorted errors on malformed input
         raise FrameError(f"cannot parse {schema.__name__} v{api_version}: {exc}") from exc
     # Trailing bytes after the body are ignored, as Kafka's parser does: librdkafka, for one,

@@ -352,6 +352,43 @@ def _scan_records_c(payload: bytes | memoryview, count: int, collect_null_keys: 
     return RecordScan(count, ts_min, ts_max, bad_offset, null_keys)
 
 
+def scan_batch_records(
+    buf: bytes | bytearray | memoryview, header: BatchHeader, *, collect_null_keys: bool = False
+) -> RecordScan | None:
+    """Walk an *uncompressed* batch's records in place with the C parser (no copy at all).
+
+    Returns None when the fast path does not apply (compressed batch, no C parser); callers
+    then fall back to `scan_records` over the (decompressed) payload."""
+    if _CRecordBatch is None or header.compression or header.records_count <= 0:
+        return None
+    view = memoryview(buf)[header.position : header.position + header.size]
+    base_ts, base_off = header.base_timestamp, header.base_offset
+    ts_min = ts_max = 0
+    bad_offset = -1
+    null_keys: list[int] = []
+    i = 0
+    n = 0
+    try:
+        for i, rec in enumerate(_CRecordBatch(view)):
+            n += 1
+            ts = rec.timestamp - base_ts
+            if i == 0:
+                ts_min = ts_max = ts
+            elif ts < ts_min:
+                ts_min = ts
+            elif ts > ts_max:
+                ts_max = ts
+            if rec.offset - base_off != i and bad_offset < 0:
+                bad_offset = i
+            if collect_null_keys and rec.key is None:
+                null_keys.append(i)
+    except Exception as exc:
+        raise CorruptRecordError(message=f"record {i} of the batch is malformed: {exc}") from exc
+    if n != header.records_count:
+        raise CorruptRecordError(message=f"batch declares {header.records_count} records but holds {n}")
+    return RecordScan(header.records_count, ts_min, ts_max, bad_offset, null_keys)
+
+
 def scan_records(
     payload: bytes | memoryview, count: int, *, collect_null_keys: bool = False
 ) -> RecordScan:

@@ -56,7 +56,7 @@ class Connection(asyncio.BufferedProtocol):
         self.server = server
         self.listener_name = listener_name
         self.receiver = FrameReceiver(server.max_request_bytes)
-        self.frames: deque[bytes | memoryview] = deque()
+        self.frames: deque[bytes | bytearray] = deque()
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.client_host = ""
@@ -158,7 +158,7 @@ class Connection(asyncio.BufferedProtocol):
             self.close()
             release_connection(self.server.services, self.listener_name, self.client_host)
 
-    async def process(self, frame: bytes | memoryview) -> bool:
+    async def process(self, frame: bytes | bytearray) -> bool:
         """Handle one request; False means close the connection."""
         req = decode_request(frame)
         hdr = req.header

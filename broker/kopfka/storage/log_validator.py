@@ -25,7 +25,13 @@ from dataclasses import dataclass, field
 from kopfka.config.log_config import LogConfig
 from kopfka.protocol import compression
 from kopfka.protocol.errors import CorruptRecordError, ErrorCode, InvalidRecordError, KafkaError
-from kopfka.protocol.record_codec import RecordScan, rebuild_batch, records_payload, scan_records
+from kopfka.protocol.record_codec import (
+    RecordScan,
+    rebuild_batch,
+    records_payload,
+    scan_batch_records,
+    scan_records,
+)
 from kopfka.protocol.records import (
     BATCH_HEADER_SIZE,
     COMPRESSION_MASK,
@@ -63,7 +69,7 @@ class RecordValidationError(KafkaError):
 
 @dataclass
 class ValidationResult:
-    records: bytearray
+    records: bytearray | memoryview
     batches: list[BatchHeader] = field(default_factory=list)
     first_offset: int = -1
     last_offset: int = -1
@@ -135,9 +141,12 @@ def _validate(
 ) -> ValidationResult:
     view = memoryview(records).cast("B")
     positions, valid_bytes = _frame_batches(view, from_client)
-    # the one copy of the request bytes (slicing a memoryview copies nothing); a partial
-    # trailing batch is dropped like Kafka does
-    buf = bytearray(view[:valid_bytes])
+    # A writable memoryview (a view into the connection's own receive buffer, which nothing
+    # else holds) is stamped in place: zero copies
+    # from socket to segment. Otherwise this is the one copy of the request bytes. A partial
+    # trailing batch is dropped like Kafka does (slicing a memoryview copies nothing).
+    in_place = isinstance(records, memoryview) and not records.readonly
+    buf: bytearray | memoryview = view[:valid_bytes] if in_place else bytearray(view[:valid_bytes])
     max_message_bytes = config.max_message_bytes
     log_append_time = config.message_timestamp_type == "LogAppendTime"
     target = compression.codec_for_config(config.compression_type)
@@ -174,8 +183,12 @@ def _validate(
         scan: RecordScan | None = None
         payload: bytes | memoryview | None = None
         if recompress or config.compact or deep_validation:
-            payload = records_payload(buf, header, max_decompressed=cap)
-            scan = _scan(payload, header, config.compact)
+            fast = None if recompress else scan_batch_records(buf, header, collect_null_keys=config.compact)
+            if fast is not None:
+                scan = _check_scan(fast, config.compact)
+            else:
+                payload = records_payload(buf, header, max_decompressed=cap)
+                scan = _scan(payload, header, config.compact)
         base_offset = offset_counter
         offset_counter += header.records_count
 
@@ -322,7 +335,10 @@ def _check_batch_header(
 
 
 def _scan(payload: bytes | memoryview, header: BatchHeader, compact: bool) -> RecordScan:
-    scan = scan_records(payload, header.records_count, collect_null_keys=compact)
+    return _check_scan(scan_records(payload, header.records_count, collect_null_keys=compact), compact)
+
+
+def _check_scan(scan: RecordScan, compact: bool) -> RecordScan:
     if scan.first_bad_offset_delta >= 0:
         i = scan.first_bad_offset_delta
         raise RecordValidationError(
