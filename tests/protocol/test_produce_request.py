@@ -11,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.index import load_request_schema
 from kio.serial import entity_reader, entity_writer
-
 from kopfka.protocol.entity_builder import build
 from kopfka.protocol.produce_request import ProduceDecodeError, decode_produce_request
 

@@ -44,7 +44,7 @@ class ProduceRequest:
 
 
 class _Reader:
-    __slots__ = ("buf", "pos", "end")
+    __slots__ = ("buf", "end", "pos")
 
     def __init__(self, buf: memoryview, pos: int) -> None:
         self.buf = buf
