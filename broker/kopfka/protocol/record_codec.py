@@ -321,6 +321,8 @@ except ImportError:  # pragma: no cover - the pure-Python walk below is the fall
     _CRecordBatch = None
 
 _FAKE_HEADER = struct.Struct(">qiibIhiqqqhii")
+_TS_HIGH, _TS_LOW = 2**63, -(2**63)
+
 
 
 def _scan_records_c(payload: bytes | memoryview, count: int, collect_null_keys: bool) -> RecordScan:
@@ -363,29 +365,29 @@ def scan_batch_records(
         return None
     view = memoryview(buf)[header.position : header.position + header.size]
     base_ts, base_off = header.base_timestamp, header.base_offset
-    ts_min = ts_max = 0
+    # One lean pass; records are not kept (retaining them costs more than the walk itself).
     bad_offset = -1
     null_keys: list[int] = []
-    i = 0
-    n = 0
+    expected = base_off
     try:
-        for i, rec in enumerate(_CRecordBatch(view)):
-            n += 1
-            ts = rec.timestamp - base_ts
-            if i == 0:
-                ts_min = ts_max = ts
-            elif ts < ts_min:
+        ts_min, ts_max = _TS_HIGH, _TS_LOW
+        for rec in _CRecordBatch(view):
+            ts = rec.timestamp
+            if ts < ts_min:
                 ts_min = ts
-            elif ts > ts_max:
+            if ts > ts_max:
                 ts_max = ts
-            if rec.offset - base_off != i and bad_offset < 0:
-                bad_offset = i
+            if rec.offset != expected and bad_offset < 0:
+                bad_offset = expected - base_off
             if collect_null_keys and rec.key is None:
-                null_keys.append(i)
-    except Exception as exc:
-        raise CorruptRecordError(message=f"record {i} of the batch is malformed: {exc}") from exc
+                null_keys.append(expected - base_off)
+            expected += 1
+    except Exception as exc:  # aiokafka raises its CorruptRecordException (and others) on bad framing
+        raise CorruptRecordError(message=f"record {expected - base_off} of the batch is malformed: {exc}") from exc
+    n = expected - base_off
     if n != header.records_count:
         raise CorruptRecordError(message=f"batch declares {header.records_count} records but holds {n}")
+    ts_min, ts_max = (ts_min - base_ts, ts_max - base_ts) if n else (0, 0)
     return RecordScan(header.records_count, ts_min, ts_max, bad_offset, null_keys)
 
 
