@@ -243,8 +243,9 @@ def _in_aborted_txn(header: BatchHeader, aborted: list[AbortedTxn]) -> bool:
 
 @dataclass
 class CleanerStats:
-    bytes_read: int = 0
+    bytes_read: int = 0  # by the recopy pass (the denominator of cleaner-recopy-percent)
     bytes_written: int = 0
+    map_bytes_read: int = 0  # by the offset-map pass
     messages_read: int = 0
     messages_written: int = 0
     invalid_messages: int = 0
@@ -318,7 +319,7 @@ class Cleaner:
                     continue
                 if header.base_offset >= end:
                     break
-                stats.bytes_read += header.size
+                stats.map_bytes_read += header.size
                 self.throttler.maybe_throttle(header.size)
                 if header.is_control or _in_aborted_txn(header, aborted):
                     continue

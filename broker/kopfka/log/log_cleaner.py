@@ -14,6 +14,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,9 @@ class LogCleaner:
         self._executors: list[ThreadPoolExecutor] = []
         self.cleaners: list[Cleaner] = []
         self.last_stats: dict[TopicPartition, dict[str, float]] = {}
+        # the figures of each cleaner task's last completed clean (Kafka's lastStats), read by
+        # the metrics collector at scrape time; None until that task has cleaned something
+        self.last_clean: list[LastClean | None] = []
 
     def startup(self, start_tasks: bool = True) -> None:
         """Build the cleaners; with start_tasks, start their loops (tests drive them by hand)."""
@@ -74,6 +78,7 @@ class LogCleaner:
                 self.time_ms,
             )
             self.cleaners.append(cleaner)
+            self.last_clean.append(None)
             ex = ThreadPoolExecutor(1, thread_name_prefix=f"kafka-log-cleaner-thread-{i}")
             self._executors.append(ex)
             if start_tasks:
@@ -81,6 +86,40 @@ class LogCleaner:
                     asyncio.get_running_loop().create_task(self._run(i), name=f"kafka-log-cleaner-thread-{i}")
                 )
         log.info("Started %d log cleaner task(s)", n)
+
+    # -- metrics (kafka.log:type=LogCleaner), computed when scraped ------------------------
+
+    def _done(self) -> list[LastClean]:
+        return [c for c in self.last_clean if c is not None]
+
+    @property
+    def max_buffer_utilization_percent(self) -> float:
+        """How full the fullest offset map was at the end of its last clean."""
+        return max((100.0 * c.buffer_utilization for c in self._done()), default=0.0)
+
+    @property
+    def cleaner_recopy_percent(self) -> float:
+        """Bytes written per byte read by the recopy pass, averaged over the cleaner tasks."""
+        done = self._done()
+        if not done:
+            return 0.0
+        return 100.0 * sum(c.bytes_written / max(c.bytes_read, 1) for c in done) / len(done)
+
+    @property
+    def max_clean_time_secs(self) -> float:
+        return max((c.seconds for c in self._done()), default=0.0)
+
+    @property
+    def max_compaction_delay_secs(self) -> float:
+        """How far beyond max.compaction.lag.ms the most overdue log was at the last selection."""
+        return self.manager.max_compaction_delay_ms / 1000.0
+
+    @property
+    def dead_thread_count(self) -> int:
+        """Cleaner tasks that ended while the cleaner was still meant to run."""
+        if self.manager.shutting_down:
+            return 0
+        return sum(1 for t in self._tasks if t.done())
 
     async def shutdown(self) -> None:
         self.manager.shutting_down = True
@@ -187,7 +226,8 @@ class LogCleaner:
         self.manager.note_delete_horizon(tp, min_horizon)
         await asyncio.to_thread(self.manager.update_checkpoints, ulog.dir.parent, {tp: end})
         s = cleaner.stats
-        mb = s.bytes_read / 1048576
+        self.last_clean[i] = LastClean(s.elapsed(), s.bytes_read, s.bytes_written, offset_map.utilization)
+        mb = (s.map_bytes_read + s.bytes_read) / 1048576
         self.last_stats[tp] = {
             "bytes_read": s.bytes_read,
             "bytes_written": s.bytes_written,
@@ -209,6 +249,16 @@ class LogCleaner:
             s.messages_read,
             100 * offset_map.utilization,
         )
+
+
+@dataclass(frozen=True)
+class LastClean:
+    """What one cleaner task's last completed clean took (the cleaner metrics derive from it)."""
+
+    seconds: float
+    bytes_read: int  # by the recopy pass
+    bytes_written: int
+    buffer_utilization: float  # offset-map entries / slots, 0..1
 
 
 def _tp(name: str) -> TopicPartition:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -149,6 +150,11 @@ class LogCleanerManager:
         }
         self.delete_horizons: dict[TopicPartition, int] = {}
         self.shutting_down = False
+        # figures of the last selection pass, for the LogCleanerManager metrics (plain
+        # attributes written once per pass, so a scrape costs nothing on the cleaning path)
+        self.dirtiest_cleanable_ratio = 0.0
+        self.max_compaction_delay_ms = 0
+        self.time_of_last_run = time.monotonic()
 
     # -- checkpoints ---------------------------------------------------------------------
 
@@ -185,9 +191,11 @@ class LogCleanerManager:
 
     def grab_filthiest_compacted_log(self, logs: Mapping[TopicPartition, UnifiedLog], now: int) -> LogToClean | None:
         with self._lock:
+            self.time_of_last_run = time.monotonic()
             checkpoints = self.all_cleaner_checkpoints()
             candidates: list[LogToClean] = []
             horizon_due: list[LogToClean] = []
+            dirtiest, max_delay = 0.0, 0
             for tp, ulog in logs.items():
                 if not ulog.config.compact or tp in self.in_progress or self.is_uncleanable(ulog.dir.parent, tp):
                     continue
@@ -196,6 +204,7 @@ class LogCleanerManager:
                     self.update_checkpoints(ulog.dir.parent, {tp: first_dirty})
                 delay = max_compaction_delay(ulog, first_dirty, now)
                 ltc = LogToClean(tp, ulog, first_dirty, first_uncleanable, needs_compaction_now=delay > 0)
+                dirtiest, max_delay = max(dirtiest, ltc.cleanable_ratio), max(max_delay, delay)
                 ratio = float(ulog.config["min.cleanable.dirty.ratio"])
                 if (ltc.needs_compaction_now and ltc.cleanable_bytes > 0) or (
                     ltc.cleanable_bytes > 0 and ltc.cleanable_ratio >= ratio
@@ -204,6 +213,7 @@ class LogCleanerManager:
                 elif 0 <= self.delete_horizons.get(tp, -1) <= now:
                     ltc.forced_by_horizon = True
                     horizon_due.append(ltc)
+            self.dirtiest_cleanable_ratio, self.max_compaction_delay_ms = dirtiest, max_delay
             pool = candidates or horizon_due
             if not pool:
                 return None
@@ -313,6 +323,34 @@ class LogCleanerManager:
     def mark_uncleanable(self, directory: Path, tp: TopicPartition) -> None:
         with self._lock:
             self.uncleanable_partitions.setdefault(directory, set()).add(tp)
+
+    # -- metrics (kafka.log:type=LogCleanerManager), computed when scraped --------------------
+
+    @property
+    def max_dirty_percent(self) -> float:
+        """Cleanable ratio of the dirtiest compacted log at the last selection, in percent."""
+        return 100.0 * self.dirtiest_cleanable_ratio
+
+    def time_since_last_run_ms(self) -> float:
+        return (time.monotonic() - self.time_of_last_run) * 1000.0
+
+    def uncleanable_partitions_count(self, directory: Path) -> int:
+        with self._lock:
+            return len(self.uncleanable_partitions.get(directory, ()))
+
+    def uncleanable_bytes(self, directory: Path, logs: Mapping[TopicPartition, UnifiedLog], now: int) -> int:
+        """Cleanable bytes stuck in the dir's uncleanable partitions (they grow until restart)."""
+        with self._lock:
+            tps = list(self.uncleanable_partitions.get(directory, ()))
+            checkpoints = self._offsets.get(directory, {}).copy()
+        total = 0
+        for tp in tps:
+            ulog = logs.get(tp)
+            if ulog is None:
+                continue
+            first_dirty, first_uncleanable, _ = cleanable_offsets(ulog, checkpoints.get(tp), now)
+            total += LogToClean(tp, ulog, first_dirty, first_uncleanable).cleanable_bytes
+        return total
 
     def note_delete_horizon(self, tp: TopicPartition, horizon: int) -> None:
         with self._lock:

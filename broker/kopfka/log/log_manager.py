@@ -73,6 +73,18 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def _segments_to_recover(path: Path, recovery_point: int) -> int:
+    """Segments of the log in `path` that may hold offsets at or above the recovery point."""
+    bases = []
+    for f in path.glob("*.log"):
+        try:
+            bases.append(int(f.stem))
+        except ValueError:
+            continue
+    bases.sort()
+    return sum(1 for i in range(len(bases)) if i + 1 == len(bases) or bases[i + 1] > recovery_point)
+
+
 class LogManager:
     def __init__(
         self,
@@ -120,6 +132,16 @@ class LogManager:
         self._delete_wake: asyncio.Event | None = None
         self._lock = threading.RLock()  # logCreationOrDeletionLock
         self._shut_down = False
+        # recovery progress (Kafka's remainingLogsToRecover per dir and remainingSegmentsToRecover
+        # per dir and recovery thread): written by the loader threads, read by the metrics
+        # collector, which may scrape while the broker is still loading
+        self.remaining_logs_to_recover: dict[str, int] = {}
+        self.remaining_segments_to_recover: dict[tuple[str, int], int] = {}
+
+    @property
+    def offline_log_directory_count(self) -> int:
+        """Dirs of log.dirs that are not serving (failed at startup or while running)."""
+        return len(self.log_dirs) - len(self.live_log_dirs)
 
     def _cfg(self, key: str, default: Any) -> Any:
         v = self.values.get(key)
@@ -269,23 +291,25 @@ class LogManager:
         )
         progress_lock = threading.Lock()
         state = {"logs": remaining, "segments": segments_total, "last": time.monotonic()}
+        key = str(d)
+        self.remaining_logs_to_recover[key] = remaining
+        for n in range(threads):
+            self.remaining_segments_to_recover[(key, n)] = 0
+        thread_nums: dict[int, int] = {}
 
         def load_one(path: Path) -> None:
             topic, partition = log_file_utils.parse_topic_partition_name(path.name)
             tp = (topic, partition)
             nsegs = sum(1 for _ in path.glob("*.log"))
-            ulog = UnifiedLog.load(
-                path,
-                self.config_for(topic),
-                log_start_offset=starts.get(tp, 0),
-                recovery_point=recovery.get(tp, 0),
-                had_clean_shutdown=clean,
-                scheduler=self.scheduler,
-            )
-            if tp in hws:
-                ulog.update_high_watermark(min(hws[tp], ulog.log_end_offset))
-            else:
-                ulog.update_high_watermark(ulog.log_end_offset)
+            with progress_lock:
+                num = thread_nums.setdefault(threading.get_ident(), len(thread_nums))
+            # the segments this thread is about to re-validate (none after a clean shutdown)
+            to_recover = 0 if clean else _segments_to_recover(path, recovery.get(tp, 0))
+            self.remaining_segments_to_recover[(key, num)] = to_recover
+            try:
+                ulog = self._open_loaded_log(path, tp, starts, recovery, hws, clean)
+            finally:
+                self.remaining_segments_to_recover[(key, num)] = 0
             with self._lock:
                 target = self.future_logs if log_file_utils.is_future_dir(path.name) else self.current_logs
                 if tp in target:
@@ -296,6 +320,7 @@ class LogManager:
             with progress_lock:
                 state["logs"] -= 1
                 state["segments"] -= nsegs
+                self.remaining_logs_to_recover[key] = int(state["logs"])
                 now = time.monotonic()
                 if now - state["last"] >= 1.0 or state["logs"] == 0:
                     state["last"] = now
@@ -305,6 +330,29 @@ class LogManager:
             for fut in [pool.submit(load_one, p) for p in jobs]:
                 fut.result()
         self._loaded_dirs.add(d)
+
+    def _open_loaded_log(
+        self,
+        path: Path,
+        tp: TopicPartition,
+        starts: Mapping[TopicPartition, int],
+        recovery: Mapping[TopicPartition, int],
+        hws: Mapping[TopicPartition, int],
+        clean: bool,
+    ) -> UnifiedLog:
+        ulog = UnifiedLog.load(
+            path,
+            self.config_for(tp[0]),
+            log_start_offset=starts.get(tp, 0),
+            recovery_point=recovery.get(tp, 0),
+            had_clean_shutdown=clean,
+            scheduler=self.scheduler,
+        )
+        if tp in hws:
+            ulog.update_high_watermark(min(hws[tp], ulog.log_end_offset))
+        else:
+            ulog.update_high_watermark(ulog.log_end_offset)
+        return ulog
 
     def startup(self) -> None:
         """Start the background tasks (call on the event loop, after load_logs)."""

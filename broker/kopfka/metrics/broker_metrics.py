@@ -131,6 +131,7 @@ class BrokerMetrics:
         self._topics: dict[str, _TopicCounters] = {}
         self._requests: dict[tuple[int, int], _RequestCounters] = {}
         self._state: BrokerStateCollector | None = None
+        self._log_state: LogManagerCollector | None = None
 
     # --- hot path ------------------------------------------------------------------------
     def topic(self, topic: str) -> _TopicCounters:
@@ -171,6 +172,17 @@ class BrokerMetrics:
             self.registry.register(self._state)
         else:
             self._state.services, self._state.network = services, network
+        if services.log_manager is not None:
+            self.bind_log_manager(services.log_manager)
+
+    def bind_log_manager(self, log_manager: Any) -> None:
+        """Register the LogManager / cleaner collector; called as soon as the LogManager exists so
+        that recovery progress can be scraped while the logs are still loading."""
+        if self._log_state is None:
+            self._log_state = LogManagerCollector(log_manager)
+            self.registry.register(self._log_state)
+        else:
+            self._log_state.log_manager = log_manager
 
 
 class BrokerStateCollector(Collector):
@@ -250,28 +262,6 @@ class BrokerStateCollector(Collector):
         for d, nbytes in dirs.items():
             per_dir.add_metric([d], nbytes)
         yield from (size, segs, leo, lso, per_dir)
-        lm = svc.log_manager
-        remaining = getattr(lm, "remaining_logs_to_recover", None)
-        rec = GaugeMetricFamily(
-            "kafka_log_logmanager_remaininglogstorecover", "Logs left to recover per dir", labels=["dir"]
-        )
-        for d in dirs:
-            rec.add_metric([d], float((remaining or {}).get(d, 0)))
-        yield rec
-        cleaner = getattr(lm, "cleaner", None)
-        if cleaner is not None:
-            for attr, name in (
-                ("max_buffer_utilization_percent", "kafka_log_logcleaner_max_buffer_utilization_percent"),
-                ("cleaner_recopy_percent", "kafka_log_logcleaner_cleaner_recopy_percent"),
-                ("max_clean_time_secs", "kafka_log_logcleaner_max_clean_time_secs"),
-                ("max_dirty_percent", "kafka_log_logcleanermanager_max_dirty_percent"),
-                ("uncleanable_partitions_count", "kafka_log_logcleanermanager_uncleanable_partitions_count"),
-            ):
-                value = getattr(cleaner, attr, None)
-                if value is not None:
-                    g = GaugeMetricFamily(name, f"Log cleaner {attr}")
-                    g.add_metric([], float(value() if callable(value) else value))
-                    yield g
 
     def _quotas(self, svc: Any) -> Iterator[Any]:
         qm = svc.quota_manager
@@ -331,3 +321,124 @@ class BrokerStateCollector(Collector):
         )
         rate.add_metric([], cq.broker_rate.value(time.monotonic() * 1000.0) if cq.broker_rate.rate else 0.0)
         yield from (count, created, throttled, rate)
+
+
+class LogManagerCollector(Collector):
+    """kafka.log LogManager, LogCleaner and LogCleanerManager gauges, read from figures the log
+    subsystem keeps anyway (recovery counters, each cleaner's last clean, the last selection
+    pass), so nothing is computed between scrapes."""
+
+    def __init__(self, log_manager: Any) -> None:
+        self.log_manager = log_manager
+
+    def describe(self) -> list[Any]:
+        return []
+
+    def collect(self) -> Iterator[Any]:
+        lm = self.log_manager
+        dirs = [str(d) for d in lm.log_dirs]
+        live = {str(d) for d in lm.live_log_dirs}
+        logs_left = GaugeMetricFamily(
+            "kafka_log_logmanager_remaininglogstorecover", "Logs left to load/recover per log dir", labels=["dir"]
+        )
+        remaining = lm.remaining_logs_to_recover.copy()
+        for d in dirs:
+            logs_left.add_metric([d], remaining.get(d, 0))
+        segs_left = GaugeMetricFamily(
+            "kafka_log_logmanager_remainingsegmentstorecover",
+            "Segments left to recover by each recovery thread of a log dir",
+            labels=["dir", "threadnum"],
+        )
+        for (d, n), count in sorted(lm.remaining_segments_to_recover.copy().items()):
+            segs_left.add_metric([d, str(n)], count)
+        offline_count = GaugeMetricFamily("kafka_log_logmanager_offlinelogdirectorycount", "Log dirs that are offline")
+        offline_count.add_metric([], lm.offline_log_directory_count)
+        offline = GaugeMetricFamily(
+            "kafka_log_logmanager_logdirectoryoffline", "1 when the log dir is offline", labels=["logdirectory"]
+        )
+        for d in dirs:
+            offline.add_metric([d], 0 if d in live else 1)
+        yield from (logs_left, segs_left, offline_count, offline)
+        cleaner = lm.cleaner
+        if cleaner is not None:
+            yield from self._cleaner(lm, cleaner)
+
+    def _cleaner(self, lm: Any, cleaner: Any) -> Iterator[Any]:
+        for name, doc, value in (
+            (
+                "max_buffer_utilization_percent",
+                "Fullest offset map at the end of a last clean (%)",
+                cleaner.max_buffer_utilization_percent,
+            ),
+            (
+                "cleaner_recopy_percent",
+                "Bytes written / bytes read by the last cleans (%)",
+                cleaner.cleaner_recopy_percent,
+            ),
+            ("max_clean_time_secs", "Longest last clean of the cleaner tasks (s)", cleaner.max_clean_time_secs),
+            (
+                "max_compaction_delay_secs",
+                "Most overdue compaction beyond max.compaction.lag.ms (s)",
+                cleaner.max_compaction_delay_secs,
+            ),
+            ("deadthreadcount", "Cleaner tasks that died", cleaner.dead_thread_count),
+        ):
+            g = GaugeMetricFamily(f"kafka_log_logcleaner_{name}", doc)
+            g.add_metric([], value)
+            yield g
+        mgr = cleaner.manager
+        dirty = GaugeMetricFamily(
+            "kafka_log_logcleanermanager_max_dirty_percent", "Cleanable ratio of the dirtiest compacted log (%)"
+        )
+        dirty.add_metric([], mgr.max_dirty_percent)
+        since = GaugeMetricFamily(
+            "kafka_log_logcleanermanager_time_since_last_run_ms", "Time since the cleaner last picked a log (ms)"
+        )
+        since.add_metric([], mgr.time_since_last_run_ms())
+        count = GaugeMetricFamily(
+            "kafka_log_logcleanermanager_uncleanable_partitions_count",
+            "Partitions skipped after a cleaning failure, per log dir",
+            labels=["logdirectory"],
+        )
+        nbytes = GaugeMetricFamily(
+            "kafka_log_logcleanermanager_uncleanable_bytes",
+            "Cleanable bytes stuck in uncleanable partitions, per log dir",
+            labels=["logdirectory"],
+        )
+        logs = lm.current_logs.copy()
+        now = time.time_ns() // 1_000_000
+        for d in lm.live_log_dirs:
+            count.add_metric([str(d)], mgr.uncleanable_partitions_count(d))
+            try:
+                nbytes.add_metric([str(d)], mgr.uncleanable_bytes(d, logs, now))
+            except Exception:  # a log closed or deleted under the scrape
+                nbytes.add_metric([str(d)], 0)
+        yield from (dirty, since, count, nbytes)
+
+
+class IsrChangeCounter:
+    """Metadata publisher counting ISR shrinks and expansions of the partitions this broker leads
+    (kafka.server:type=ReplicaManager IsrShrinksPerSec / IsrExpandsPerSec): the committed ISR is
+    compared with the previous image's, once per changed partition, off the request path."""
+
+    name = "isr-change-metrics"
+
+    def __init__(self, metrics: BrokerMetrics, node_id: int) -> None:
+        self.metrics = metrics
+        self.node_id = node_id
+
+    def on_metadata_update(self, delta: Any, image: Any) -> None:
+        before = delta.image.topics_by_id
+        for topic_id, pids in delta.topic_changes.changed_partitions.items():
+            old_topic, new_topic = before.get(topic_id), image.topics_by_id.get(topic_id)
+            if old_topic is None or new_topic is None:
+                continue
+            for pid in pids:
+                old, new = old_topic.partitions.get(pid), new_topic.partitions.get(pid)
+                if old is None or new is None or new.leader != self.node_id or old.leader != self.node_id:
+                    continue
+                was, now = set(old.isr), set(new.isr)
+                if now < was:
+                    self.metrics.isr_shrinks.inc()
+                elif now > was:
+                    self.metrics.isr_expands.inc()

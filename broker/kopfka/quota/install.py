@@ -6,7 +6,7 @@ from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry
 
-from kopfka.metrics.broker_metrics import BrokerMetrics
+from kopfka.metrics.broker_metrics import BrokerMetrics, IsrChangeCounter
 from kopfka.quota.manager import QuotaManagers
 from kopfka.telemetry.client_metrics import ClientMetricsManager
 
@@ -27,5 +27,5 @@ def install(services: Any, loader: Any, registry: CollectorRegistry = REGISTRY) 
         registry.register(telemetry)
     except ValueError:  # a second in-process broker: its telemetry is not exported
         pass
-    loader.install_publishers([quotas, telemetry])
+    loader.install_publishers([quotas, telemetry, IsrChangeCounter(metrics, services.node_id)])
     return quotas

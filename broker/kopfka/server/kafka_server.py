@@ -19,6 +19,7 @@ from kopfka.log.log_manager import LogManager
 from kopfka.metadata import bootstrap
 from kopfka.metadata import records as mr
 from kopfka.metadata.loader import MetadataLoader
+from kopfka.metrics.broker_metrics import BrokerMetrics
 from kopfka.quota.install import install as install_quotas
 from kopfka.raft.local_raft import LocalRaftClient
 from kopfka.server.broker_lifecycle import BrokerLifecycleManager, BrokerState
@@ -99,6 +100,7 @@ class KafkaServer:
         self.log_manager = LogManager(cfg.log_dirs, make_config_for(cfg, loader), scheduler=self.scheduler,
                                       server_config=cfg.values)
         self.log_manager.lock_dirs()
+        BrokerMetrics.for_registry().bind_log_manager(self.log_manager)  # recovery progress on /metrics
         await asyncio.to_thread(self.log_manager.load_logs)
         self.log_manager.startup()
 
