@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -114,6 +115,10 @@ class OngoingReassignment:
 
 
 PREFERRED, UNCLEAN = 0, 1
+
+# Kafka's reserved directory ids (DirectoryId): a replica whose dir is unknown (unassigned, or being
+# migrated from a pre-JBOD broker) may lead; one recorded as LOST may not
+DIR_UNASSIGNED, DIR_LOST, DIR_MIGRATING = (uuids.to_str(uuid.UUID(int=i)) for i in range(3))
 
 
 class QuorumController:
@@ -238,7 +243,7 @@ class QuorumController:
                 new_replicas, new_isr, new_adding, new_removing = target, isr_in_target, (), ()
 
         def usable(r: int) -> bool:
-            return r not in unusable and self._is_usable(r)
+            return r not in unusable and self._is_usable(r) and self._replica_dir_online(r, p)
 
         new_leader = p.leader if leader is None else leader
         if new_leader < 0 or new_leader not in new_isr or new_leader not in new_replicas or not usable(new_leader):
@@ -332,13 +337,13 @@ class QuorumController:
                     preferred = p.replicas[0]
                     if p.leader == preferred:
                         res.error, res.message = ErrorCode.election_not_needed, "Leader is already the preferred replica."
-                    elif preferred in p.isr and self._is_usable(preferred):
+                    elif preferred in p.isr and self._is_usable(preferred) and self._replica_dir_online(preferred, p):
                         records.append(mr.PartitionChangeRecord(pid, topic_id, leader=preferred))
                     else:
                         res.error = ErrorCode.preferred_leader_not_available
                         res.message = f"Failed to elect leader for partition {name}-{pid} under strategy PREFERRED"
                 elif election_type == UNCLEAN:
-                    if p.leader >= 0 and self._is_usable(p.leader):
+                    if p.leader >= 0 and self._is_usable(p.leader) and self._replica_dir_online(p.leader, p):
                         res.error, res.message = ErrorCode.election_not_needed, "The partition has a leader."
                     else:
                         rec = self._change(topic_id, pid, p, unclean=True)
@@ -367,7 +372,7 @@ class QuorumController:
                     continue
                 pref = p.replicas[0]
                 totals[pref] = totals.get(pref, 0) + 1
-                if p.leader != pref and pref in p.isr and self._is_usable(pref):
+                if p.leader != pref and pref in p.isr and self._is_usable(pref) and self._replica_dir_online(pref, p):
                     by_broker.setdefault(pref, []).append((t.topic_id, pid, pref))
         out: list[mr.MetadataRecord] = []
         for b, parts in by_broker.items():
@@ -534,6 +539,22 @@ class QuorumController:
     def _is_usable(self, broker_id: int) -> bool:
         b = self.image.brokers.get(broker_id)
         return b is not None and not b.fenced and not b.in_controlled_shutdown
+
+    def _replica_dir_online(self, broker_id: int, p: PartitionRegistration,
+                            offline: frozenset[str] | set[str] = frozenset()) -> bool:
+        """Whether the log dir recorded for the broker's replica of `p` is online (KIP-858): a replica
+        in a dir the broker reported failed cannot serve, so it must not be elected leader. An
+        unknown dir (none recorded, unassigned, migrating) or a broker registered without dirs
+        counts as online, as in Kafka; `offline` adds dirs reported in the heartbeat being handled."""
+        if broker_id not in p.replicas or len(p.directories) != len(p.replicas):
+            return True
+        d = p.directories[p.replicas.index(broker_id)]
+        if d == DIR_LOST or d in offline:
+            return False
+        if d in ("", DIR_UNASSIGNED, DIR_MIGRATING):
+            return True
+        b = self.image.brokers.get(broker_id)
+        return b is None or not b.log_dirs or d in b.log_dirs
 
     def _check_assignment(self, assignments: Mapping[int, list[int]]) -> list[list[int]]:
         parts = sorted(assignments)
@@ -745,7 +766,7 @@ class QuorumController:
                     records.append(mr.BrokerRegistrationChangeRecord(broker_id, broker_epoch, in_controlled_shutdown=True))
             elif b.fenced and not want_fence and caught_up:
                 records.append(mr.BrokerRegistrationChangeRecord(broker_id, broker_epoch, fenced=False))
-                records.extend(self._elect_leaderless(broker_id))
+                records.extend(self._elect_leaderless(broker_id, set(offline_log_dirs)))
             elif not b.fenced and want_fence:
                 records.append(mr.BrokerRegistrationChangeRecord(broker_id, broker_epoch, fenced=True))
             records.extend(self._directory_records(b, offline_log_dirs, cordoned_log_dirs))
@@ -802,17 +823,20 @@ class QuorumController:
         (KIP-841: being in controlled shutdown, it cannot rejoin them)."""
         return self._move_leadership_off(broker_id, keep_sole=True)
 
-    def _elect_leaderless(self, broker_id: int) -> list[mr.MetadataRecord]:
+    def _elect_leaderless(self, broker_id: int, offline: set[str] | None = None) -> list[mr.MetadataRecord]:
         """The broker is being unfenced: it leads the offline partitions whose ISR holds it, and,
-        where unclean.leader.election.enable allows, those with no usable ISR member at all."""
+        where unclean.leader.election.enable allows, those with no usable ISR member at all; never
+        where its replica sits in a failed log dir (`offline`: reported in this heartbeat)."""
         out: list[mr.MetadataRecord] = []
+        gone = offline or set()
         for t in self.image.topics_by_id.values():
             for pid, p in t.partitions.items():
-                if p.leader != -1 or broker_id not in p.replicas:
+                if p.leader != -1 or broker_id not in p.replicas or not self._replica_dir_online(broker_id, p, gone):
                     continue
                 if broker_id in p.isr:
                     out.append(mr.PartitionChangeRecord(pid, t.topic_id, leader=broker_id))
-                elif not any(self._is_usable(r) for r in p.isr) and self._unclean_allowed(t.name):
+                elif not any(self._is_usable(r) and self._replica_dir_online(r, p) for r in p.isr) \
+                        and self._unclean_allowed(t.name):
                     log.warning("[QuorumController id=%d] unclean leader election for %s-%d: %d (ISR was %s)",
                                 self.node_id, t.name, pid, broker_id, list(p.isr))
                     out.append(mr.PartitionChangeRecord(pid, t.topic_id, leader=broker_id, isr=(broker_id,)))
