@@ -28,10 +28,16 @@ MESSAGES = {
 }
 
 
-async def await_replication(rm: ReplicaManager, results: dict[TopicPartition, ProduceResult], timeout_ms: int) -> None:
-    """Wait (at most timeout_ms) until every successful append is committed; rewrites `results`."""
+Waits = list[tuple["TopicPartition", "Partition", asyncio.Future[ErrorCode]]]
+
+
+def register_waits(rm: ReplicaManager, results: dict[TopicPartition, ProduceResult]) -> Waits:
+    """Enter every successful append that is not yet committed into its partition's purgatory.
+
+    Synchronous, so the caller can let the connection move on to its next request right after
+    (see `handle_produce`); appends already committed or failed are settled in `results` here."""
     loop = asyncio.get_running_loop()
-    waits: list[tuple[TopicPartition, Partition, asyncio.Future[ErrorCode]]] = []
+    waits: Waits = []
     for tp, r in results.items():
         if r.error != ErrorCode.none:
             continue
@@ -43,18 +49,29 @@ async def await_replication(rm: ReplicaManager, results: dict[TopicPartition, Pr
             waits.append((tp, part, fut))
         elif status is not None and status != ErrorCode.none:
             _fail(results, tp, status)
-    if not waits:
-        return
-    await asyncio.wait([w[2] for w in waits], timeout=max(timeout_ms, 0) / 1000)
-    for tp, part, fut in waits:
-        if fut.done():
-            code = fut.result()
-        else:
-            part.remove_produce_waiter(fut)
-            fut.cancel()
-            code = ErrorCode.request_timed_out
-        if code != ErrorCode.none:
-            _fail(results, tp, code)
+    return waits
+
+
+async def complete_waits(waits: Waits, results: dict[TopicPartition, ProduceResult], timeout_ms: int) -> None:
+    """Wait (at most timeout_ms) for the registered appends to commit; rewrites `results`."""
+    try:
+        if waits:
+            await asyncio.wait([w[2] for w in waits], timeout=max(timeout_ms, 0) / 1000)
+    finally:  # also on cancellation (the connection closed): leave nothing behind in the purgatory
+        for tp, part, fut in waits:
+            if fut.done() and not fut.cancelled():
+                code = fut.result()
+            else:
+                part.remove_produce_waiter(fut)
+                fut.cancel()
+                code = ErrorCode.request_timed_out
+            if code != ErrorCode.none:
+                _fail(results, tp, code)
+
+
+async def await_replication(rm: ReplicaManager, results: dict[TopicPartition, ProduceResult], timeout_ms: int) -> None:
+    """Wait (at most timeout_ms) until every successful append is committed; rewrites `results`."""
+    await complete_waits(register_waits(rm, results), results, timeout_ms)
 
 
 def _fail(results: dict[TopicPartition, ProduceResult], tp: TopicPartition, code: ErrorCode) -> None:

@@ -9,9 +9,11 @@ line); an unexpected handler failure likewise never reaches the server loop.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections import deque
+from collections.abc import Coroutine
 from typing import Any
 
 from kio.index import load_response_schema
@@ -23,7 +25,7 @@ from kopfka.quota.throttling import admit_connection, finish_request, release_co
 from kopfka.server.apis import load_all
 from kopfka.server.apis.api_versions import unsupported_version_response
 from kopfka.server.apis.produce import CloseConnection
-from kopfka.server.apis.registry import HANDLERS, RawResponse
+from kopfka.server.apis.registry import HANDLERS, DeferredResponse, RawResponse
 from kopfka.server.request_context import RequestContext
 
 log = logging.getLogger(__name__)
@@ -51,6 +53,7 @@ class Connection(asyncio.BufferedProtocol):
     (Kafka mutes a channel while its request is processed), which gives backpressure."""
 
     MAX_QUEUED = 4
+    MAX_DEFERRED = 5  # acks=all produces waiting for the ISR while later requests go ahead (librdkafka's in-flight)
 
     def __init__(self, server: KafkaNetworkServer, listener_name: str) -> None:
         self.server = server
@@ -68,6 +71,7 @@ class Connection(asyncio.BufferedProtocol):
         self._closed = False
         self._reading_paused = False
         self._task: asyncio.Task[None] | None = None
+        self._deferred: deque[asyncio.Task[bool]] = deque()  # in request order
 
     # --- asyncio.BufferedProtocol ---------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -156,6 +160,8 @@ class Connection(asyncio.BufferedProtocol):
             log.exception("Unexpected error on connection from %s; closing it", self.peer)
         finally:
             self.close()
+            for t in list(self._deferred):
+                t.cancel()
             release_connection(self.server.services, self.listener_name, self.client_host)
 
     async def process(self, frame: bytes | bytearray) -> bool:
@@ -187,6 +193,47 @@ class Connection(asyncio.BufferedProtocol):
             return False
         if hdr.api_key == API_VERSIONS_KEY and ctx.client_software_name:
             self.client_software = (ctx.client_software_name, ctx.client_software_version)
+        if isinstance(result, DeferredResponse):
+            prev = self._deferred[-1] if self._deferred else None
+            task = asyncio.get_running_loop().create_task(self._finish_deferred(ctx, hdr, result, started, prev))
+            self._deferred.append(task)
+            task.add_done_callback(functools.partial(self._deferred_done, coro=result.result))
+            if len(self._deferred) > self.MAX_DEFERRED:
+                await asyncio.wait([self._deferred[0]])
+            return True
+        if self._deferred:  # answer after the deferred responses before it
+            await asyncio.wait([self._deferred[-1]])
+        return await self._respond(ctx, hdr, result, started)
+
+    async def _finish_deferred(self, ctx: RequestContext, hdr: Any, deferred: DeferredResponse, started: int,
+                               prev: asyncio.Task[bool] | None) -> bool:
+        try:
+            result = await deferred.result
+            if prev is not None:
+                await asyncio.wait([prev])
+            if self._closed:
+                return False
+            if not await self._respond(ctx, hdr, result, started):
+                self.close()
+                return False
+            return True
+        except (ConnectionError, CloseConnection):
+            self.close()
+            return False
+        except Exception:
+            log.exception("Unexpected error answering a deferred request on %s; closing it", self.peer)
+            self.close()
+            return False
+
+    def _deferred_done(self, task: asyncio.Task[bool], coro: Coroutine[Any, Any, Any]) -> None:
+        if task.cancelled():
+            coro.close()  # cancelled before it started (the connection closed): no "never awaited" warning
+        try:
+            self._deferred.remove(task)
+        except ValueError:
+            pass
+
+    async def _respond(self, ctx: RequestContext, hdr: Any, result: Any, started: int) -> bool:
         mute_ms = finish_request(ctx, result, time.perf_counter_ns() - started)  # quotas + request metrics
         if result is None:
             if mute_ms:  # acks=0 produce: no response, but the connection is still muted

@@ -11,8 +11,8 @@ from typing import Any
 from kopfka import uuids
 from kopfka.protocol.errors import ErrorCode
 from kopfka.quota.throttling import produce_throttle_ms
-from kopfka.server.apis.registry import api
-from kopfka.server.delayed_produce import await_replication
+from kopfka.server.apis.registry import DeferredResponse, api
+from kopfka.server.delayed_produce import complete_waits, register_waits
 from kopfka.server.request_context import RequestContext
 
 
@@ -26,7 +26,7 @@ def _partition_error(index: int, code: ErrorCode, message: str | None = None) ->
 
 
 @api(0)
-async def handle_produce(ctx: RequestContext, req: Any) -> dict[str, Any] | None:
+async def handle_produce(ctx: RequestContext, req: Any) -> dict[str, Any] | DeferredResponse | None:
     svc = ctx.services
     image = ctx.image
     acks = req.acks
@@ -44,7 +44,9 @@ async def handle_produce(ctx: RequestContext, req: Any) -> dict[str, Any] | None
             topic_id_str = topic.topic_id if topic else None
         elif name is not None and name in image.topics_by_name:
             topic_id_str = image.topics_by_name[name].topic_id
-        tout: dict[str, Any] = {"name": name or "", "topic_id": tid if tid is not None else (uuids.from_str(topic_id_str) if topic_id_str else uuids.ZERO_UUID), "partition_responses": []}
+        if tid is None:
+            tid = uuids.from_str(topic_id_str) if topic_id_str else uuids.ZERO_UUID
+        tout: dict[str, Any] = {"name": name or "", "topic_id": tid, "partition_responses": []}
         responses.append(tout)
         for p in t.partition_data:
             if acks not in (-1, 0, 1):
@@ -60,20 +62,40 @@ async def handle_produce(ctx: RequestContext, req: Any) -> dict[str, Any] | None
                 entries.append(((name, p.index), p.records))
                 slots.append((slot, p.index, (name, p.index)))
     results = svc.replica_manager.append_records(entries, acks) if entries else {}
-    if acks == -1 and results:
-        timeout = req.timeout
-        await await_replication(svc.replica_manager, results,
-                                int(timeout.total_seconds() * 1000) if hasattr(timeout, "total_seconds") else int(timeout))
-    produce_throttle_ms(ctx, entries, results)
-    failed = False
-    for slot, index, tp in slots:
-        r = results[tp]
-        failed |= r.error != ErrorCode.none
-        slot.update({"index": index, "error_code": r.error, "base_offset": r.base_offset,
-                     "log_append_time": r.log_append_time_ms, "log_start_offset": r.log_start_offset,
-                     "record_errors": [], "error_message": r.message})
-    if acks == 0:
-        if failed or txn_refused:
-            raise CloseConnection("acks=0 produce failed")
-        return None
-    return {"responses": responses, "throttle_time": ctx.throttle_ms}
+
+    def respond() -> dict[str, Any] | None:
+        produce_throttle_ms(ctx, entries, results)
+        failed = False
+        for slot, index, tp in slots:
+            r = results[tp]
+            failed |= r.error != ErrorCode.none
+            slot.update({"index": index, "error_code": r.error, "base_offset": r.base_offset,
+                         "log_append_time": r.log_append_time_ms, "log_start_offset": r.log_start_offset,
+                         "record_errors": [], "error_message": r.message})
+        if acks == 0:
+            if failed or txn_refused:
+                raise CloseConnection("acks=0 produce failed")
+            return None
+        return {"responses": responses, "throttle_time": ctx.throttle_ms}
+
+    waits = register_waits(svc.replica_manager, results) if acks == -1 and results else []
+    if not waits:  # acks 0/1, or an ISR of one: answered now, the purgatory is never entered
+        return respond()
+    timeout = int(req.timeout.total_seconds() * 1000) if hasattr(req.timeout, "total_seconds") else int(req.timeout)
+    if _may_pipeline(ctx):
+        # the appends are done, in request order: let the connection handle the next produce
+        # while this one waits for the ISR, so pipelined requests share follower fetch rounds
+        # instead of each paying a whole replication round trip after the previous one
+        async def finish() -> dict[str, Any] | None:
+            await complete_waits(waits, results, timeout)
+            return respond()
+
+        return DeferredResponse(finish())
+    await complete_waits(waits, results, timeout)
+    return respond()
+
+
+def _may_pipeline(ctx: RequestContext) -> bool:
+    """Not with produce or request quotas: their throttle mutes the connection for the next request."""
+    qm = ctx.services.quota_manager
+    return qm is None or not (qm.produce.quota_types_enabled or qm.request.quota_types_enabled)

@@ -1,9 +1,10 @@
 """API key → handler registry. Handlers return a plain dict (built into the version's kio
-response) or a `RawResponse` of pre-encoded chunks (Fetch), or None (acks=0 produce)."""
+response) or a `RawResponse` of pre-encoded chunks (Fetch), or None (acks=0 produce), or a
+`DeferredResponse` (an acks=all produce waiting for the ISR after its appends)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +17,15 @@ class RawResponse:
     size: int
 
 
-Handler = Callable[[RequestContext, Any], Awaitable[dict[str, Any] | RawResponse | None]]
+@dataclass
+class DeferredResponse:
+    """The rest of a handler that no longer depends on request order: the connection handles its
+    next requests while this runs, and still writes the responses in request order."""
+
+    result: Coroutine[Any, Any, dict[str, Any] | RawResponse | None]
+
+
+Handler = Callable[[RequestContext, Any], Awaitable[dict[str, Any] | RawResponse | DeferredResponse | None]]
 HANDLERS: dict[int, Handler] = {}
 
 
