@@ -32,8 +32,8 @@ def test_reassign_cli_with_throttle(make_cluster: Any) -> None:
     assert prod.flush(60) == 0
     addr = broker(c, 0).address
     node = c.brokers[0]
-    # throttle the leader side to 50 kB/s: past the rate window's initial burst (~0.5 MB) the 2 MB copy takes seconds
-    run(_alter(addr, 4, "", [("leader.replication.throttled.rate", 0, "50000")]))
+    # throttle the leader side to 200 kB/s: the paced 2 MB copy takes ~10 s
+    run(_alter(addr, 4, "", [("leader.replication.throttled.rate", 0, "200000")]))
     run(_alter(addr, 2, "mv", [("leader.replication.throttled.replicas", 0, "*")]))
     time.sleep(1)
     started = time.monotonic()

@@ -4,6 +4,14 @@ Moves are given as TOPIC:PARTITION=B1,B2,... (repeatable) or a Kafka reassignmen
 (`{"version":1,"partitions":[{"topic":..,"partition":..,"replicas":[..]}]}`). `--list` shows
 each ongoing move with its replica set, the adding and removing replicas and which adding
 replicas already are in the ISR — the progress of the move; `--wait` polls until none is left.
+
+`--throttle BYTES_PER_SEC` with --execute throttles the copy as kafka-reassign-partitions does:
+`{leader,follower}.replication.throttled.rate` on every broker of the old and new replica sets,
+and on the moving topics `leader.replication.throttled.replicas` (the current replicas, which
+serve the copy) and `follower.replication.throttled.replicas` (the replicas being added), so
+only the move is throttled, not the normal replication. `--verify` reports each given move and,
+once all are done, removes those throttles again (unless --preserve-throttles); `--wait`
+does the same when it sees the moves finish.
 """
 
 from __future__ import annotations
@@ -25,10 +33,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     ops.add_argument("--execute", action="store_true", help="start the given moves")
     ops.add_argument("--cancel", action="store_true", help="cancel the given (or every ongoing) move")
     ops.add_argument("--list", action="store_true", help="show ongoing reassignments and their progress")
+    ops.add_argument("--verify", action="store_true",
+                     help="report whether the given moves are done; once they are, remove their throttles")
     p.add_argument("--move", action="append", default=[], metavar="TOPIC:PARTITION=B1,B2,...")
     p.add_argument("--reassignment-json-file", metavar="FILE")
     p.add_argument("--wait", action="store_true", help="after --execute/--cancel, wait until no move is ongoing")
     p.add_argument("--timeout", type=float, default=300.0, help="--wait limit in seconds")
+    p.add_argument("--throttle", type=int, default=-1, metavar="BYTES_PER_SEC",
+                   help="with --execute: throttle the replication of the moving replicas to this rate")
+    p.add_argument("--preserve-throttles", action="store_true", help="--verify/--wait: leave the throttles in place")
 
 
 def _moves(args: argparse.Namespace) -> list[tuple[str, int, list[int]]]:
@@ -88,18 +101,90 @@ async def _show(admin: Admin) -> int:
     return 0
 
 
+LEADER_RATE, FOLLOWER_RATE = "leader.replication.throttled.rate", "follower.replication.throttled.rate"
+LEADER_REPLICAS, FOLLOWER_REPLICAS = "leader.replication.throttled.replicas", "follower.replication.throttled.replicas"
+BROKER, TOPIC = 4, 2  # config resource types
+SET, DELETE, APPEND = 0, 1, 2
+
+
+async def _current_replicas(admin: Admin, topics: set[str]) -> dict[tuple[str, int], list[int]]:
+    _, infos, _ = await admin.metadata(sorted(topics))
+    return {(t.name, p.partition): list(p.replicas) for t in infos for p in t.partitions}
+
+
+async def _set_throttles(admin: Admin, moves: list[tuple[str, int, list[int]]], rate: int) -> None:
+    """Throttle the copy only: the current replicas serve it (leader side), the added ones fetch it
+    (follower side); the rates go on every broker either set involves."""
+    current = await _current_replicas(admin, {t for t, _, _ in moves})
+    leader: dict[str, list[str]] = {}
+    follower: dict[str, list[str]] = {}
+    brokers: set[int] = set()
+    for topic, part, target in moves:
+        now = current.get((topic, part), [])
+        brokers.update(now, target)
+        leader.setdefault(topic, []).extend(f"{part}:{b}" for b in now)
+        follower.setdefault(topic, []).extend(f"{part}:{b}" for b in target if b not in now)
+    for topic in sorted(leader):
+        ops: list[tuple[str, int, str | None]] = [(LEADER_REPLICAS, APPEND, ",".join(leader[topic]))]
+        if follower.get(topic):
+            ops.append((FOLLOWER_REPLICAS, APPEND, ",".join(follower[topic])))
+        await admin.incremental_alter_configs(TOPIC, topic, ops)
+    for b in sorted(brokers):
+        rates: list[tuple[str, int, str | None]] = [(LEADER_RATE, SET, str(rate)), (FOLLOWER_RATE, SET, str(rate))]
+        await admin.incremental_alter_configs(BROKER, str(b), rates)
+    print(f"The inter-broker throttle limit was set to {rate} B/s on brokers {','.join(map(str, sorted(brokers)))}.")
+    print("Warning: run --verify when the reassignment is done (or use --wait) to remove the throttle.")
+
+
+async def _clear_throttles(admin: Admin, topics: set[str]) -> None:
+    brokers, _, _ = await admin.metadata([])
+    for b in sorted(brokers):
+        await admin.incremental_alter_configs(BROKER, str(b), [(k, DELETE, None) for k in (LEADER_RATE, FOLLOWER_RATE)])
+    for topic in sorted(topics):
+        await admin.incremental_alter_configs(TOPIC, topic,
+                                              [(k, DELETE, None) for k in (LEADER_REPLICAS, FOLLOWER_REPLICAS)])
+    print(f"Cleared the broker-level throttles on brokers {','.join(map(str, sorted(brokers)))}.")
+    if topics:
+        print(f"Cleared the topic-level throttles on topics {','.join(sorted(topics))}.")
+
+
+async def _verify(admin: Admin, moves: list[tuple[str, int, list[int]]], preserve: bool) -> int:
+    if not moves:
+        raise ValueError("--verify needs --move or --reassignment-json-file")
+    ongoing = {(t, p.partition_index) for t, p in await _ongoing(admin)}
+    current = await _current_replicas(admin, {t for t, _, _ in moves})
+    done = True
+    for topic, part, target in moves:
+        if (topic, part) in ongoing:
+            done = False
+            print(f"Reassignment of partition {topic}-{part} is still in progress.")
+        elif current.get((topic, part)) == target:
+            print(f"Reassignment of partition {topic}-{part} is completed.")
+        else:
+            print(f"There is no active reassignment of partition {topic}-{part}, but the replica set is "
+                  f"{current.get((topic, part))} rather than {target}.")
+    if done and not preserve:
+        await _clear_throttles(admin, {t for t, _, _ in moves})
+    return 0
+
+
 async def _run(args: argparse.Namespace) -> int:
     admin = await Admin.connect(args.bootstrap_server)
     try:
         if args.list:
             return await _show(admin)
+        if args.verify:
+            return await _verify(admin, _moves(args), args.preserve_throttles)
         items: list[tuple[str, int, list[int] | None]]
+        moves = _moves(args)
         if args.execute:
-            items = [(t, p, r) for t, p, r in _moves(args)]
+            items = [(t, p, r) for t, p, r in moves]
             if not items:
                 raise ValueError("--execute needs --move or --reassignment-json-file")
+            if args.throttle >= 0:
+                await _set_throttles(admin, moves, args.throttle)
         else:
-            items = [(t, p, None) for t, p, _ in _moves(args)] or [
+            items = [(t, p, None) for t, p, _ in moves] or [
                 (t, p.partition_index, None) for t, p in await _ongoing(admin)]
             if not items:
                 print("No partition reassignment is in progress.")
@@ -113,6 +198,8 @@ async def _run(args: argparse.Namespace) -> int:
                     return 1
                 await asyncio.sleep(0.5)
             print("All reassignments completed.")
+            if args.execute and args.throttle >= 0 and not args.preserve_throttles:
+                await _clear_throttles(admin, {t for t, _, _ in moves})
         return rc
     finally:
         await admin.close()

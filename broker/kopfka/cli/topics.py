@@ -36,6 +36,16 @@ def _configs(items: list[str]) -> dict[str, str]:
     return out
 
 
+async def _reassignments(admin: Admin) -> dict[tuple[str, int], tuple[list[int], list[int]]]:
+    """(adding, removing) replicas of each partition being reassigned (ListPartitionReassignments),
+    as kafka-topics --describe shows them; Metadata carries only the full replica set."""
+    resp = await admin.conn.request(46, 0, {"timeout": 30000, "topics": None})
+    if int(resp.error_code) != 0:
+        return {}
+    return {(t.name, p.partition_index): (list(p.adding_replicas), list(p.removing_replicas))
+            for t in resp.topics for p in t.partitions}
+
+
 async def _run(args: argparse.Namespace) -> int:
     admin = await Admin.connect(args.bootstrap_server)
     try:
@@ -56,6 +66,7 @@ async def _run(args: argparse.Namespace) -> int:
                 print(t.name)
         elif args.describe:
             brokers, topics, _ = await admin.metadata([args.topic] if args.topic else None)
+            moving = await _reassignments(admin)
             for t in sorted(topics, key=lambda t: t.name):
                 parts = t.partitions
                 if args.under_replicated_partitions:
@@ -76,10 +87,13 @@ async def _run(args: argparse.Namespace) -> int:
                         flags.append(UNDER_REPLICATED)
                     if p.leader not in brokers:
                         flags.append("offline")
+                    move = moving.get((t.name, p.partition))
                     print(
                         f"\tTopic: {t.name}\tPartition: {p.partition}\t"
                         f"Leader: {p.leader if p.leader in brokers else 'none'}\t"
                         f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}"
+                        + (f"\tAdding Replicas: {','.join(map(str, move[0]))}"
+                           f"\tRemoving Replicas: {','.join(map(str, move[1]))}" if move else "")
                         + (f"\t({', '.join(flags)})" if flags else "")
                     )
         elif args.alter:

@@ -43,25 +43,43 @@ UNLIMITED = 2**63 - 1
 
 
 class ReplicationQuota:
-    """A byte-rate bound shared by every throttled replica on one side (leader or follower)."""
+    """A byte-rate bound shared by every throttled replica on one side (leader or follower).
+
+    Kafka checks only the rate sampled over 11 one-second windows, which lets a fresh or idle
+    throttle pass ~10 windows' worth at once and then frees it all at once when that sample
+    expires (a burst/silence sawtooth): a 3 MB catch-up at 200 kB/s would end after ~11 s. Here
+    each recorded chunk also pushes a pacing point forward by size / rate, and nothing throttled
+    moves before it, so a catching-up replica advances at the rate from the start."""
 
     def __init__(self, rate: int) -> None:
         self.sensor = Sensor("replication", MetricConfig(samples=11, window_ms=1000), None)
+        self.pace_next = 0.0  # monotonic seconds
         self.update(rate)
 
     def update(self, rate: int) -> None:
         self.sensor.bound = None if rate >= UNLIMITED or rate <= 0 else float(rate)
+        if self.sensor.bound is None:
+            self.pace_next = 0.0
 
     @property
     def enabled(self) -> bool:
         return self.sensor.bound is not None
 
+    def chunk(self, max_bytes: int) -> int:
+        """At most a second's worth per throttled partition and fetch: one response cannot run far ahead."""
+        return max_bytes if self.sensor.bound is None else max(1, min(max_bytes, int(self.sensor.bound)))
+
     def exceeded(self) -> bool:
-        return self.enabled and self.sensor.value(time.monotonic() * 1000) > (self.sensor.bound or 0)
+        if self.sensor.bound is None:
+            return False
+        now = time.monotonic()
+        return now < self.pace_next or self.sensor.value(now * 1000) > self.sensor.bound
 
     def record(self, n: int) -> None:
-        if self.enabled:
-            self.sensor.record(n, time.monotonic() * 1000, check=False)
+        if self.sensor.bound is not None and n > 0:
+            now = time.monotonic()
+            self.sensor.record(n, now * 1000, check=False)
+            self.pace_next = max(self.pace_next, now) + n / self.sensor.bound
 
 
 def throttled(topic_config: Mapping[str, Any], key: str, partition: int, broker_id: int) -> bool:
@@ -132,27 +150,30 @@ class ReplicaFetcherManager:
             self.fetchers[key].remove(tp)
 
     def is_leader_throttled(self, tp: TopicPartition) -> bool:
+        """Listed in leader.replication.throttled.replicas as served by us: its bytes count."""
         if not self.leader_quota.enabled:
             return False
         cfg = self.rm.image.topic_config(tp[0])
         return throttled(cfg, "leader.replication.throttled.replicas", tp[1], self.rm.node_id)
 
     def is_follower_throttled(self, tp: TopicPartition) -> bool:
+        """Listed in follower.replication.throttled.replicas for us: its bytes count."""
         if not self.follower_quota.enabled:
             return False
         cfg = self.rm.image.topic_config(tp[0])
         return throttled(cfg, "follower.replication.throttled.replicas", tp[1], self.rm.node_id)
 
-    def apply_leader_throttle(self, result: dict[TopicPartition, FetchPartitionData]) -> None:
-        """Leader side: once the throttled bytes exceed the rate, throttled replicas get no data."""
+    def leader_holds_back(self, part: Partition, replica_id: int) -> bool:
+        """Leader side: serve a throttled replica nothing while over the rate — unless it is in the
+        ISR: as in Kafka, in-sync replicas are never held back (acks=all and the HW depend on them)."""
+        return (self.leader_quota.enabled and replica_id not in part.isr and self.is_leader_throttled(part.tp)
+                and self.leader_quota.exceeded())
+
+    def record_leader_bytes(self, result: Mapping[TopicPartition, FetchPartitionData]) -> None:
         if not self.leader_quota.enabled:
             return
         for tp, data in result.items():
-            if data.records is None or data.size == 0 or not self.is_leader_throttled(tp):
-                continue
-            if self.leader_quota.exceeded():
-                data.records = None
-            else:
+            if data.size and self.is_leader_throttled(tp):
                 self.leader_quota.record(data.size)
 
     def shutdown(self) -> None:
@@ -234,8 +255,9 @@ class ReplicaFetcher:
                 continue
             if part.log.offline:
                 continue
-            if self.manager.is_follower_throttled(tp) and self.manager.follower_quota.exceeded():
-                continue
+            if self.rm.node_id not in part.isr and self.manager.is_follower_throttled(tp) \
+                    and self.manager.follower_quota.exceeded():
+                continue  # in-sync replicas are never held back (Kafka's shouldFollowerThrottle)
             out.append((tp, part))
         return out
 
@@ -262,7 +284,10 @@ class ReplicaFetcher:
             by_topic.setdefault(part.topic_id, []).append({
                 "partition": tp[1], "current_leader_epoch": part.leader_epoch, "fetch_offset": offset,
                 "last_fetched_epoch": latest if latest is not None else -1,
-                "log_start_offset": part.log.log_start_offset, "partition_max_bytes": self.partition_max_bytes,
+                "log_start_offset": part.log.log_start_offset,
+                "partition_max_bytes": self.manager.follower_quota.chunk(self.partition_max_bytes)
+                if self.rm.node_id not in part.isr and self.manager.is_follower_throttled(tp)
+                else self.partition_max_bytes,
                 "replica_directory_id": uuids.ZERO_UUID,
             })
         epoch = int(self.rm.broker_epoch()) if self.rm.broker_epoch is not None else -1

@@ -16,8 +16,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence, Set
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kopfka.log.log_manager import LogManager
@@ -99,7 +99,7 @@ class ReplicaManager:
     def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
         self.image = image
         changes = delta.topic_changes
-        for topic_id, old in changes.deleted.items():
+        for _topic_id, old in changes.deleted.items():
             for pid in old.partitions:
                 tp = (old.name, pid)
                 part = self.partitions.pop(tp, None)
@@ -214,9 +214,11 @@ class ReplicaManager:
             raise KafkaError(ErrorCode.not_leader_or_follower, f"Leader not local for partition {tp[0]}-{tp[1]}")
         if current_leader_epoch >= 0:
             if current_leader_epoch < part.leader_epoch:
-                raise KafkaError(ErrorCode.fenced_leader_epoch, "The leader epoch in the request is older than the broker's")
+                raise KafkaError(ErrorCode.fenced_leader_epoch,
+                                 "The leader epoch in the request is older than the broker's")
             if current_leader_epoch > part.leader_epoch:
-                raise KafkaError(ErrorCode.unknown_leader_epoch, "The leader epoch in the request is newer than the broker's")
+                raise KafkaError(ErrorCode.unknown_leader_epoch,
+                                 "The leader epoch in the request is newer than the broker's")
         return part
 
     # --- produce ---------------------------------------------------------------------------
@@ -250,7 +252,8 @@ class ReplicaManager:
 
     # --- fetch -----------------------------------------------------------------------------
     def _read_once(self, requests: Sequence[FetchRequestPartition], max_bytes: int, isolation: str,
-                   from_follower: bool) -> tuple[dict[TopicPartition, FetchPartitionData], int]:
+                   from_follower: bool, held_back: Set[TopicPartition] = frozenset(),
+                   ) -> tuple[dict[TopicPartition, FetchPartitionData], int]:
         out: dict[TopicPartition, FetchPartitionData] = {}
         total = 0
         for req in requests:
@@ -264,13 +267,14 @@ class ReplicaManager:
                 data.log_start_offset = ulog.log_start_offset
                 data.leader_id, data.leader_epoch = part.leader_id, part.leader_epoch
                 budget = min(req.max_bytes, max(max_bytes - total, 0))
-                if budget <= 0 and total > 0:
+                if (budget <= 0 and total > 0) or req.tp in held_back:
                     continue
                 iso = "log_end" if from_follower else isolation
                 info = ulog.read(req.fetch_offset, max(budget, 1), isolation=iso, min_one_message=total == 0)
                 data.records = info.records
                 if iso == "txn_committed":
-                    data.aborted_transactions = [(a.producer_id, a.first_offset) for a in (info.aborted_transactions or [])]
+                    data.aborted_transactions = [(a.producer_id, a.first_offset)
+                                                 for a in (info.aborted_transactions or [])]
                 total += data.size
             except KafkaError as exc:
                 data.error = exc.code
@@ -281,18 +285,19 @@ class ReplicaManager:
         return out, total
 
     async def fetch_messages(self, requests: Sequence[FetchRequestPartition], *, max_bytes: int, min_bytes: int,
-                             max_wait_ms: int, isolation: str = "high_watermark",
-                             from_follower: bool = False) -> dict[TopicPartition, FetchPartitionData]:
-        """Read now; if less than min_bytes is ready, wait (long poll) for new data or the deadline."""
+                             max_wait_ms: int, isolation: str = "high_watermark", from_follower: bool = False,
+                             held_back: Set[TopicPartition] = frozenset()) -> dict[TopicPartition, FetchPartitionData]:
+        """Read now; if less than min_bytes is ready, wait (long poll) for new data or the deadline.
+        `held_back` partitions (replication throttle) are answered without records."""
         deadline = time.monotonic() + max_wait_ms / 1000
         loop = asyncio.get_running_loop()
         while True:
-            result, total = self._read_once(requests, max_bytes, isolation, from_follower)
+            result, total = self._read_once(requests, max_bytes, isolation, from_follower, held_back)
             remaining = deadline - time.monotonic()
             if total >= min_bytes or remaining <= 0 or not requests or any(d.error for d in result.values()):
                 return result
             fut: asyncio.Future[None] = loop.create_future()
-            parts = [p for r in requests if (p := self.partitions.get(r.tp)) is not None]
+            parts = [p for r in requests if r.tp not in held_back and (p := self.partitions.get(r.tp)) is not None]
             for p in parts:
                 p.add_waiter(fut)
             try:
@@ -372,6 +377,7 @@ class ReplicaManager:
         (its LEO) so the HW and ISR can move, then read up to our LEO."""
         early: dict[TopicPartition, FetchPartitionData] = {}
         reads: list[FetchRequestPartition] = []
+        held: set[TopicPartition] = set()
         for req in requests:
             try:
                 part = self.get_leader_partition(req.tp, req.current_leader_epoch)
@@ -387,6 +393,12 @@ class ReplicaManager:
                     raise KafkaError(ErrorCode.not_leader_or_follower, f"{replica_id} is not a replica of {req.tp}")
                 if req.fetch_offset <= part.log.log_end_offset:
                     part.update_follower_fetch(replica_id, req.fetch_offset, replica_epoch)
+                fetchers = self.fetchers
+                if fetchers is not None and replica_id not in part.isr and fetchers.is_leader_throttled(req.tp):
+                    if fetchers.leader_holds_back(part, replica_id):
+                        held.add(req.tp)  # no data, and no wake-up by its appends: the long poll waits out
+                    else:
+                        req = replace(req, max_bytes=fetchers.leader_quota.chunk(req.max_bytes))
                 reads.append(req)
             except KafkaError as exc:
                 data = FetchPartitionData(error=exc.code)
@@ -396,9 +408,10 @@ class ReplicaManager:
                         data.leader_id, data.leader_epoch = p.leader_id, p.leader_epoch
                 early[req.tp] = data
         result = await self.fetch_messages(reads, max_bytes=max_bytes, min_bytes=min_bytes,
-                                           max_wait_ms=0 if early else max_wait_ms, from_follower=True) if reads else {}
+                                           max_wait_ms=0 if early else max_wait_ms, from_follower=True,
+                                           held_back=held) if reads else {}
         if self.fetchers is not None:
-            self.fetchers.apply_leader_throttle(result)
+            self.fetchers.record_leader_bytes(result)
         result.update(early)
         return result
 
