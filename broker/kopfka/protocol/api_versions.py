@@ -50,6 +50,7 @@ CONTROLLER_APIS: dict[int, tuple[int, int]] = {
     33: (0, 2),  # AlterConfigs
     37: (0, 3),  # CreatePartitions
     44: (0, 1),  # IncrementalAlterConfigs
+    49: (0, 1),  # AlterClientQuotas (forwarded by brokers)
     52: (0, 2),  # Vote
     53: (0, 1),  # BeginQuorumEpoch
     54: (0, 1),  # EndQuorumEpoch

@@ -422,6 +422,29 @@ async def _h_alter(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
     return {"throttle_time": 0, "responses": _config_results(results)}
 
 
+@controller_api(49)
+async def _h_alter_client_quotas(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
+    from kopfka.controller.client_quota_control import QuotaAlteration
+
+    alterations = [
+        QuotaAlteration(
+            tuple((e.entity_type, e.entity_name) for e in entry.entity),
+            [(op.key, None if op.remove else float(op.value)) for op in entry.ops],
+        )
+        for entry in req.entries
+    ]
+    try:
+        results = await svc.controller.alter_client_quotas(alterations, bool(req.validate_only))
+    except KafkaError as exc:
+        return {"throttle_time": 0, "entries": [
+            {"error_code": exc.code, "error_message": exc.message,
+             "entity": [{"entity_type": e.entity_type, "entity_name": e.entity_name} for e in entry.entity]}
+            for entry in req.entries]}
+    return {"throttle_time": 0, "entries": [
+        {"error_code": r.error, "error_message": r.message,
+         "entity": [{"entity_type": t, "entity_name": n} for t, n in r.entity]} for r in results]}
+
+
 # --- replication ----------------------------------------------------------------------------------
 @controller_api(56)
 async def _h_alter_partition(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:

@@ -226,6 +226,9 @@ async def _start_broker(server: KafkaServer, node: KRaftNode, cluster_id: str) -
             lambda: remote.allocate_producer_ids(node_id, server.lifecycle.broker_epoch if server.lifecycle else -1)
         ),
     )
+    from kopfka.quota.install import install as install_quotas
+
+    install_quotas(services, loader)  # quotas, broker metrics, client telemetry, as in the single-node path
     endpoints = tuple(mr.Endpoint(lst.name, lst.host, lst.port) for lst in cfg.advertised_listeners)
     server.lifecycle = BrokerLifecycleManager(
         node_id,

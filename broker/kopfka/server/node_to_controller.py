@@ -218,6 +218,27 @@ class RemoteController:
         resp = await self._call(37, 3, body)
         return [ResultEntry(r.name, r.error_code, r.error_message) for r in resp.results]
 
+    async def alter_client_quotas(self, entries: list[Any], validate_only: bool = False) -> list[Any]:
+        """Forward AlterClientQuotas to the active controller (quota limits are cluster metadata)."""
+        from kopfka.controller.client_quota_control import QuotaResult
+
+        body = {
+            "validate_only": validate_only,
+            "entries": [
+                {
+                    "entity": [{"entity_type": t, "entity_name": n} for t, n in e.entity],
+                    "ops": [{"key": k, "value": 0.0 if v is None else v, "remove": v is None} for k, v in e.ops],
+                }
+                for e in entries
+            ],
+        }
+        resp = await self._call(49, 1, body)
+        return [
+            QuotaResult(tuple((c.entity_type, c.entity_name) for c in r.entity), ErrorCode(int(r.error_code)),
+                        r.error_message)
+            for r in resp.entries
+        ]
+
     async def incremental_alter_configs(
         self, resources: list[tuple[int, str, list[tuple[str, int, str | None]]]], *, validate_only: bool = False
     ) -> list[ResultEntry]:
