@@ -325,53 +325,16 @@ _TS_HIGH, _TS_LOW = 2**63, -(2**63)
 
 
 
-def _scan_records_c(payload: bytes | memoryview, count: int, collect_null_keys: bool) -> RecordScan:
-    """Walk the records with aiokafka's C parser, framed as an uncompressed batch at base
-    offset 0 and base timestamp 0 (so offsets and timestamps read back as the deltas)."""
-    buf = bytearray(BATCH_HEADER_SIZE + len(payload))
-    _FAKE_HEADER.pack_into(buf, 0, 0, BATCH_HEADER_SIZE - LOG_OVERHEAD + len(payload), -1, MAGIC_V2, 0, 0,
-                           count - 1, 0, 0, -1, -1, -1, count)
-    buf[BATCH_HEADER_SIZE:] = payload
-    ts_min = ts_max = 0
-    bad_offset = -1
-    null_keys: list[int] = []
-    i = 0
-    try:
-        for i, rec in enumerate(_CRecordBatch(buf)):
-            ts = rec.timestamp
-            if i == 0:
-                ts_min = ts_max = ts
-            elif ts < ts_min:
-                ts_min = ts
-            elif ts > ts_max:
-                ts_max = ts
-            if rec.offset != i and bad_offset < 0:
-                bad_offset = i
-            if collect_null_keys and rec.key is None:
-                null_keys.append(i)
-    except Exception as exc:  # aiokafka raises its CorruptRecordException (and others) on bad framing
-        raise CorruptRecordError(message=f"record {i} of the batch is malformed: {exc}") from exc
-    return RecordScan(count, ts_min, ts_max, bad_offset, null_keys)
-
-
-def scan_batch_records(
-    buf: bytes | bytearray | memoryview, header: BatchHeader, *, collect_null_keys: bool = False
-) -> RecordScan | None:
-    """Walk an *uncompressed* batch's records in place with the C parser (no copy at all).
-
-    Returns None when the fast path does not apply (compressed batch, no C parser); callers
-    then fall back to `scan_records` over the (decompressed) payload."""
-    if _CRecordBatch is None or header.compression or header.records_count <= 0:
-        return None
-    view = memoryview(buf)[header.position : header.position + header.size]
-    base_ts, base_off = header.base_timestamp, header.base_offset
-    # One lean pass; records are not kept (retaining them costs more than the walk itself).
+def _walk_c(batch: bytes | bytearray | memoryview, base_off: int, base_ts: int, count: int,
+            collect_null_keys: bool) -> RecordScan:
+    """One lean pass of aiokafka's C parser over a whole (uncompressed) batch; records are not
+    kept (retaining them costs more than the walk itself)."""
     bad_offset = -1
     null_keys: list[int] = []
     expected = base_off
+    ts_min, ts_max = _TS_HIGH, _TS_LOW
     try:
-        ts_min, ts_max = _TS_HIGH, _TS_LOW
-        for rec in _CRecordBatch(view):
+        for rec in _CRecordBatch(batch):
             ts = rec.timestamp
             if ts < ts_min:
                 ts_min = ts
@@ -385,10 +348,33 @@ def scan_batch_records(
     except Exception as exc:  # aiokafka raises its CorruptRecordException (and others) on bad framing
         raise CorruptRecordError(message=f"record {expected - base_off} of the batch is malformed: {exc}") from exc
     n = expected - base_off
-    if n != header.records_count:
-        raise CorruptRecordError(message=f"batch declares {header.records_count} records but holds {n}")
+    if n != count:
+        raise CorruptRecordError(message=f"batch declares {count} records but holds {n}")
     ts_min, ts_max = (ts_min - base_ts, ts_max - base_ts) if n else (0, 0)
-    return RecordScan(header.records_count, ts_min, ts_max, bad_offset, null_keys)
+    return RecordScan(count, ts_min, ts_max, bad_offset, null_keys)
+
+
+def _scan_records_c(payload: bytes | memoryview, count: int, collect_null_keys: bool) -> RecordScan:
+    """Walk a (decompressed) records payload with the C parser, framed as an uncompressed batch
+    at base offset 0 and base timestamp 0 (so offsets and timestamps read back as deltas)."""
+    buf = bytearray(BATCH_HEADER_SIZE + len(payload))
+    _FAKE_HEADER.pack_into(buf, 0, 0, BATCH_HEADER_SIZE - LOG_OVERHEAD + len(payload), -1, MAGIC_V2, 0, 0,
+                           count - 1, 0, 0, -1, -1, -1, count)
+    buf[BATCH_HEADER_SIZE:] = payload
+    return _walk_c(buf, 0, 0, count, collect_null_keys)
+
+
+def scan_batch_records(
+    buf: bytes | bytearray | memoryview, header: BatchHeader, *, collect_null_keys: bool = False
+) -> RecordScan | None:
+    """Walk an *uncompressed* batch's records in place with the C parser (no copy at all).
+
+    Returns None when the fast path does not apply (compressed batch, no C parser); callers
+    then fall back to `scan_records` over the (decompressed) payload."""
+    if _CRecordBatch is None or header.compression or header.records_count <= 0:
+        return None
+    view = memoryview(buf)[header.position : header.position + header.size]
+    return _walk_c(view, header.base_offset, header.base_timestamp, header.records_count, collect_null_keys)
 
 
 def scan_records(
