@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
-import sys
 
-from kopfka.client.admin import Admin, AdminError
+from kopfka.cli.common import parse_key_values, run_admin
+from kopfka.client.admin import Admin
 
 ENTITY_TYPES = {"topics": 2, "brokers": 4}
 SOURCES = {
@@ -50,12 +49,9 @@ async def _run(args: argparse.Namespace) -> int:
                     f"sensitive={str(c.is_sensitive).lower()} synonyms={{{syns}}}"
                 )
         else:
-            ops: list[tuple[str, int, str | None]] = []
-            for item in filter(None, (x.strip() for x in args.add_config.split(","))):
-                k, sep, v = item.partition("=")
-                if not sep:
-                    raise ValueError(f"--add-config {item!r}: expected KEY=VALUE")
-                ops.append((k, 0, v))
+            ops: list[tuple[str, int, str | None]] = [
+                (k, 0, v) for k, v in parse_key_values(args.add_config, "--add-config").items()
+            ]
             ops.extend((k.strip(), 1, None) for k in args.delete_config.split(",") if k.strip())
             if not ops:
                 raise ValueError("--alter needs --add-config or --delete-config")
@@ -67,8 +63,4 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        return asyncio.run(_run(args))
-    except (AdminError, ValueError, OSError, TimeoutError) as exc:
-        print(f"kopfka configs: {exc}", file=sys.stderr)
-        return 1
+    return run_admin("configs", _run, args)

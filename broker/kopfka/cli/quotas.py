@@ -7,10 +7,9 @@ kopfka quotas --bootstrap-server H:P --alter --client-id C --add producer_byte_r
 from __future__ import annotations
 
 import argparse
-import asyncio
-import sys
 
-from kopfka.client.admin import Admin, AdminError
+from kopfka.cli.common import parse_key_values, run_admin
+from kopfka.client.admin import Admin
 from kopfka.client.quotas import MATCH_DEFAULT, MATCH_EXACT, alter_client_quotas, describe_client_quotas
 
 TYPES = (("user", "user"), ("client_id", "client-id"), ("ip", "ip"))
@@ -57,12 +56,7 @@ async def _run(args: argparse.Namespace) -> int:
             return 0
         if not entity:
             raise ValueError("--alter needs an entity: --user/--client-id/--ip or their -default forms")
-        set_values: dict[str, float] = {}
-        for item in filter(None, (x.strip() for x in args.add.split(","))):
-            k, sep, v = item.partition("=")
-            if not sep:
-                raise ValueError(f"--add {item!r}: expected KEY=VALUE")
-            set_values[k.strip()] = float(v)
+        set_values = {k: float(v) for k, v in parse_key_values(args.add, "--add").items()}
         remove = [k.strip() for k in args.delete.split(",") if k.strip()]
         if not set_values and not remove:
             raise ValueError("--alter needs --add or --delete")
@@ -74,8 +68,4 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        return asyncio.run(_run(args))
-    except (AdminError, ValueError, OSError, TimeoutError) as exc:
-        print(f"kopfka quotas: {exc}", file=sys.stderr)
-        return 1
+    return run_admin("quotas", _run, args)

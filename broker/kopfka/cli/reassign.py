@@ -23,6 +23,7 @@ import sys
 import time
 from typing import Any
 
+from kopfka.cli.common import run_admin
 from kopfka.client.admin import Admin, AdminError
 from kopfka.protocol.errors import ErrorCode
 
@@ -206,8 +207,4 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        return asyncio.run(_run(args))
-    except (AdminError, ValueError, OSError, TimeoutError) as exc:
-        print(f"kopfka reassign: {exc}", file=sys.stderr)
-        return 1
+    return run_admin("reassign", _run, args)

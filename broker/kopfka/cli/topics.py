@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
-import sys
 
+from kopfka.cli.common import run_admin
 from kopfka.client.admin import Admin, AdminError
 
 UNDER_REPLICATED = "under-replicated"
@@ -116,8 +115,4 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        return asyncio.run(_run(args))
-    except (AdminError, ValueError, OSError, TimeoutError) as exc:
-        print(f"kopfka topics: {exc}", file=sys.stderr)
-        return 1
+    return run_admin("topics", _run, args)

@@ -342,7 +342,7 @@ class UnifiedLog:
 
     def append_as_leader(
         self,
-        records: bytes | bytearray,
+        records: bytes | bytearray | memoryview,
         leader_epoch: int,
         origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> LogAppendInfo:
@@ -444,7 +444,7 @@ class UnifiedLog:
         self,
         segment: LogSegment,
         last_offset: int,
-        data: bytes | bytearray,
+        data: bytes | bytearray | memoryview,
         batches: list[BatchHeader],
         updated: dict[int, ProducerAppendInfo],
         completed: list[CompletedTxn],
@@ -469,7 +469,7 @@ class UnifiedLog:
             self.flush()
 
     def _analyze_and_validate_producer_state(
-        self, batches: list[BatchHeader], origin: AppendOrigin, data: bytes | bytearray
+        self, batches: list[BatchHeader], origin: AppendOrigin, data: bytes | bytearray | memoryview
     ) -> tuple[dict[int, ProducerAppendInfo], list[CompletedTxn], BatchMetadata | None]:
         updated: dict[int, ProducerAppendInfo] = {}
         completed: list[CompletedTxn] = []
