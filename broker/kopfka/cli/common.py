@@ -14,7 +14,9 @@ from kopfka.client.admin import AdminError
 ADMIN_ERRORS: tuple[type[BaseException], ...] = (AdminError, ValueError, OSError, TimeoutError)
 
 
-def run_admin(name: str, main: Callable[[argparse.Namespace], Coroutine[Any, Any, int]], args: argparse.Namespace) -> int:
+def run_admin(
+    name: str, main: Callable[[argparse.Namespace], Coroutine[Any, Any, int]], args: argparse.Namespace
+) -> int:
     try:
         return asyncio.run(main(args))
     except ADMIN_ERRORS as exc:

@@ -142,8 +142,9 @@ class QuorumController:
     # --- RaftListener: the controller's own view of committed metadata ------------------
     def handle_commit(self, batch: CommittedBatch) -> None:
         delta = MetadataDelta(MetadataImage() if batch.is_snapshot else self.image)
-        delta.replay_all(rec for rec in batch.records
-                         if not isinstance(rec, mr.BeginTransactionRecord | mr.EndTransactionRecord))
+        delta.replay_all(
+            rec for rec in batch.records if not isinstance(rec, mr.BeginTransactionRecord | mr.EndTransactionRecord)
+        )
         self.image = delta.apply(Provenance(batch.last_offset, batch.epoch, batch.append_time_ms))
 
     def handle_leader_change(self, leader: LeaderAndEpoch) -> None:
@@ -155,8 +156,12 @@ class QuorumController:
             self._last_heartbeat = {b: now for b in self.image.brokers}
             self._background.add(asyncio.get_running_loop().create_task(self._on_activate()))
         elif not active and self._was_active:
-            log.info("[QuorumController id=%d] no longer the active controller (leader %d, epoch %d)",
-                     self.node_id, leader.leader_id, leader.epoch)
+            log.info(
+                "[QuorumController id=%d] no longer the active controller (leader %d, epoch %d)",
+                self.node_id,
+                leader.leader_id,
+                leader.epoch,
+            )
         self._was_active = active
 
     async def _on_activate(self) -> None:
@@ -186,12 +191,18 @@ class QuorumController:
             if not self.is_active:
                 return []
             now = time.monotonic()
-            expired = [b.broker_id for b in self.image.brokers.values() if not b.fenced
-                       and now - self._last_heartbeat.setdefault(b.broker_id, now) > self._session_timeout_s]
+            expired = [
+                b.broker_id
+                for b in self.image.brokers.values()
+                if not b.fenced and now - self._last_heartbeat.setdefault(b.broker_id, now) > self._session_timeout_s
+            ]
             records: list[mr.MetadataRecord] = []
             for bid in expired:
-                log.info("[QuorumController id=%d] fencing broker %d: no heartbeat within broker.session.timeout.ms",
-                         self.node_id, bid)
+                log.info(
+                    "[QuorumController id=%d] fencing broker %d: no heartbeat within broker.session.timeout.ms",
+                    self.node_id,
+                    bid,
+                )
                 records.append(mr.BrokerRegistrationChangeRecord(bid, self.image.brokers[bid].epoch, fenced=True))
                 records.extend(self._move_leadership_off(bid))
             if records:
@@ -225,10 +236,20 @@ class QuorumController:
             raw = self.static_config.get("unclean.leader.election.enable", False)
         return str(raw).lower() == "true"
 
-    def _change(self, topic_id: str, pid: int, p: PartitionRegistration, *, isr: tuple[int, ...] | None = None,
-                replicas: tuple[int, ...] | None = None, adding: tuple[int, ...] | None = None,
-                removing: tuple[int, ...] | None = None, leader: int | None = None,
-                unusable: set[int] | frozenset[int] = frozenset(), unclean: bool = False) -> mr.PartitionChangeRecord | None:
+    def _change(
+        self,
+        topic_id: str,
+        pid: int,
+        p: PartitionRegistration,
+        *,
+        isr: tuple[int, ...] | None = None,
+        replicas: tuple[int, ...] | None = None,
+        adding: tuple[int, ...] | None = None,
+        removing: tuple[int, ...] | None = None,
+        leader: int | None = None,
+        unusable: set[int] | frozenset[int] = frozenset(),
+        unclean: bool = False,
+    ) -> mr.PartitionChangeRecord | None:
         """The record that moves `p` to the requested state: completes a reassignment once every
         adding replica is in the ISR, and elects a leader (preferred order, ISR only; outside it only
         for an unclean election) when the current one is gone. None when nothing changes."""
@@ -257,27 +278,46 @@ class QuorumController:
                 if candidates:
                     new_leader = candidates[0]
                     new_isr = (new_leader,)
-                    log.warning("[QuorumController id=%d] unclean leader election for %s-%d: %d (ISR was %s)",
-                                self.node_id, topic.name if topic else topic_id, pid, new_leader, list(p.isr))
+                    log.warning(
+                        "[QuorumController id=%d] unclean leader election for %s-%d: %d (ISR was %s)",
+                        self.node_id,
+                        topic.name if topic else topic_id,
+                        pid,
+                        new_leader,
+                        list(p.isr),
+                    )
                 else:
                     new_leader = -1
         rec = mr.PartitionChangeRecord(
-            pid, topic_id,
+            pid,
+            topic_id,
             isr=new_isr if new_isr != p.isr else None,
             leader=new_leader if new_leader != p.leader else None,
             replicas=new_replicas if new_replicas != p.replicas else None,
             adding_replicas=new_adding if new_adding != p.adding_replicas else None,
             removing_replicas=new_removing if new_removing != p.removing_replicas else None,
         )
-        if rec.isr is None and rec.leader is None and rec.replicas is None and rec.adding_replicas is None \
-                and rec.removing_replicas is None:
+        if (
+            rec.isr is None
+            and rec.leader is None
+            and rec.replicas is None
+            and rec.adding_replicas is None
+            and rec.removing_replicas is None
+        ):
             return None
         return rec
 
     # --- AlterPartition (the leader proposes ISR changes) ------------------------------------------
-    async def alter_partition(self, broker_id: int, broker_epoch: int, topic_id: str, partition: int,
-                              leader_epoch: int, partition_epoch: int,
-                              new_isr: list[tuple[int, int]]) -> AlterPartitionResult:
+    async def alter_partition(
+        self,
+        broker_id: int,
+        broker_epoch: int,
+        topic_id: str,
+        partition: int,
+        leader_epoch: int,
+        partition_epoch: int,
+        new_isr: list[tuple[int, int]],
+    ) -> AlterPartitionResult:
         async with self._lock:
             self._check_active()
             b = self.image.brokers.get(broker_id)
@@ -286,7 +326,9 @@ class QuorumController:
             t = self.image.topics_by_id.get(topic_id)
             p = t.partitions.get(partition) if t is not None else None
             if t is None or p is None:
-                return AlterPartitionResult(ErrorCode.unknown_topic_id if t is None else ErrorCode.unknown_topic_or_partition)
+                return AlterPartitionResult(
+                    ErrorCode.unknown_topic_id if t is None else ErrorCode.unknown_topic_or_partition
+                )
             if leader_epoch != p.leader_epoch:
                 return AlterPartitionResult(ErrorCode.fenced_leader_epoch)
             if p.leader != broker_id:
@@ -310,7 +352,9 @@ class QuorumController:
             return AlterPartitionResult(ErrorCode.none, p.leader, p.leader_epoch, p.isr, p.partition_epoch)
 
     # --- leader elections ------------------------------------------------------------------------
-    def _partitions_of(self, wanted: list[tuple[str, int]] | None) -> list[tuple[str, int, str, PartitionRegistration | None]]:
+    def _partitions_of(
+        self, wanted: list[tuple[str, int]] | None
+    ) -> list[tuple[str, int, str, PartitionRegistration | None]]:
         out: list[tuple[str, int, str, PartitionRegistration | None]] = []
         if wanted is None:
             for t in self.image.topics_by_id.values():
@@ -336,7 +380,10 @@ class QuorumController:
                 elif election_type == PREFERRED:
                     preferred = p.replicas[0]
                     if p.leader == preferred:
-                        res.error, res.message = ErrorCode.election_not_needed, "Leader is already the preferred replica."
+                        res.error, res.message = (
+                            ErrorCode.election_not_needed,
+                            "Leader is already the preferred replica.",
+                        )
                     elif preferred in p.isr and self._is_usable(preferred) and self._replica_dir_online(preferred, p):
                         records.append(mr.PartitionChangeRecord(pid, topic_id, leader=preferred))
                     else:
@@ -395,8 +442,11 @@ class QuorumController:
                         return
                     records = self._imbalanced_partitions()
                     if records:
-                        log.info("[QuorumController id=%d] preferred leader election for %d partitions",
-                                 self.node_id, len(records))
+                        log.info(
+                            "[QuorumController id=%d] preferred leader election for %d partitions",
+                            self.node_id,
+                            len(records),
+                        )
                         await self._write(records)
             except KafkaError as exc:
                 log.debug("leader rebalance failed: %s", exc)
@@ -405,7 +455,8 @@ class QuorumController:
 
     # --- reassignments ---------------------------------------------------------------------------
     async def alter_partition_reassignments(
-            self, items: list[tuple[str, int, list[int] | None]]) -> list[PartitionOutcome]:
+        self, items: list[tuple[str, int, list[int] | None]]
+    ) -> list[PartitionOutcome]:
         """Start (target replicas) or cancel (None) reassignments: the replica set becomes target +
         leaving replicas, with adding/removing recorded; it completes once the adding replicas are
         in the ISR (AlterPartition), and leaving leaders hand over then."""
@@ -478,11 +529,15 @@ class QuorumController:
         """Write the bootstrap records (metadata.version first) into an empty log."""
         async with self._lock:
             if METADATA_VERSION not in self.image.features and self.is_active:
-                log.info("[QuorumController id=%d] writing the bootstrap records to the empty metadata log", self.node_id)
+                log.info(
+                    "[QuorumController id=%d] writing the bootstrap records to the empty metadata log", self.node_id
+                )
                 await self._write(records)
 
     # --- topics ------------------------------------------------------------------------
-    async def create_topics(self, specs: list[CreateTopicSpec], *, validate_only: bool = False) -> list[CreateTopicResult]:
+    async def create_topics(
+        self, specs: list[CreateTopicSpec], *, validate_only: bool = False
+    ) -> list[CreateTopicResult]:
         async with self._lock:
             self._check_active()
             results: list[CreateTopicResult] = []
@@ -496,7 +551,9 @@ class QuorumController:
                     if spec.name in seen:
                         raise KafkaError(ErrorCode.invalid_request, f"Duplicate topic name {spec.name} in request")
                     seen.add(spec.name)
-                    recs, res.topic_id, res.num_partitions, res.replication_factor, res.configs = self._plan_topic(spec, names)
+                    recs, res.topic_id, res.num_partitions, res.replication_factor, res.configs = self._plan_topic(
+                        spec, names
+                    )
                     names.add(spec.name)
                     if not validate_only:
                         records.extend(recs)
@@ -506,7 +563,9 @@ class QuorumController:
                 await self._write(records)
             return results
 
-    def _plan_topic(self, spec: CreateTopicSpec, existing: set[str]) -> tuple[list[mr.MetadataRecord], str, int, int, dict[str, str]]:
+    def _plan_topic(
+        self, spec: CreateTopicSpec, existing: set[str]
+    ) -> tuple[list[mr.MetadataRecord], str, int, int, dict[str, str]]:
         validate_topic_name(spec.name)
         if spec.name in existing:
             raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{spec.name}' already exists.")
@@ -515,16 +574,28 @@ class QuorumController:
         brokers = list(self.image.brokers.values())
         if spec.assignments:
             if spec.num_partitions != -1 or spec.replication_factor != -1:
-                raise KafkaError(ErrorCode.invalid_request,
-                                 "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.")
+                raise KafkaError(
+                    ErrorCode.invalid_request,
+                    "Both numPartitions or replicationFactor and replicasAssignments were set. "
+                    "Both cannot be used at the same time.",
+                )
             assignment = self._check_assignment(spec.assignments)
         else:
             num_partitions = spec.num_partitions if spec.num_partitions != -1 else self._default("num.partitions")
-            rf = spec.replication_factor if spec.replication_factor != -1 else self._default("default.replication.factor")
+            rf = (
+                spec.replication_factor
+                if spec.replication_factor != -1
+                else self._default("default.replication.factor")
+            )
             if num_partitions <= 0:
-                raise KafkaError(ErrorCode.invalid_partitions, "Number of partitions was set to an invalid non-positive value.")
+                raise KafkaError(
+                    ErrorCode.invalid_partitions, "Number of partitions was set to an invalid non-positive value."
+                )
             if rf <= 0:
-                raise KafkaError(ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0, or -1 to use the default value.")
+                raise KafkaError(
+                    ErrorCode.invalid_replication_factor,
+                    "Replication factor must be larger than 0, or -1 to use the default value.",
+                )
             assignment = place(brokers, num_partitions, rf)
         topic_id = uuids.to_str(uuids.random_uuid())
         records: list[mr.MetadataRecord] = [mr.TopicRecord(spec.name, topic_id)]
@@ -540,8 +611,9 @@ class QuorumController:
         b = self.image.brokers.get(broker_id)
         return b is not None and not b.fenced and not b.in_controlled_shutdown
 
-    def _replica_dir_online(self, broker_id: int, p: PartitionRegistration,
-                            offline: frozenset[str] | set[str] = frozenset()) -> bool:
+    def _replica_dir_online(
+        self, broker_id: int, p: PartitionRegistration, offline: frozenset[str] | set[str] = frozenset()
+    ) -> bool:
         """Whether the log dir recorded for the broker's replica of `p` is online (KIP-858): a replica
         in a dir the broker reported failed cannot serve, so it must not be elected leader. An
         unknown dir (none recorded, unassigned, migrating) or a broker registered without dirs
@@ -559,19 +631,28 @@ class QuorumController:
     def _check_assignment(self, assignments: Mapping[int, list[int]]) -> list[list[int]]:
         parts = sorted(assignments)
         if parts != list(range(len(parts))):
-            raise KafkaError(ErrorCode.invalid_replica_assignment, "Partitions in the assignment must be consecutive from 0.")
+            raise KafkaError(
+                ErrorCode.invalid_replica_assignment, "Partitions in the assignment must be consecutive from 0."
+            )
         out = []
         rf = None
         for p in parts:
             replicas = list(assignments[p])
             if not replicas or len(set(replicas)) != len(replicas):
-                raise KafkaError(ErrorCode.invalid_replica_assignment, f"Invalid replica list for partition {p}: {replicas}")
+                raise KafkaError(
+                    ErrorCode.invalid_replica_assignment, f"Invalid replica list for partition {p}: {replicas}"
+                )
             if rf is not None and len(replicas) != rf:
-                raise KafkaError(ErrorCode.invalid_replica_assignment, "All partitions must have the same replication factor.")
+                raise KafkaError(
+                    ErrorCode.invalid_replica_assignment, "All partitions must have the same replication factor."
+                )
             rf = len(replicas)
             for r in replicas:
                 if r not in self.image.brokers:
-                    raise KafkaError(ErrorCode.invalid_replica_assignment, f"The manual partition assignment includes broker {r}, which is not registered.")
+                    raise KafkaError(
+                        ErrorCode.invalid_replica_assignment,
+                        f"The manual partition assignment includes broker {r}, which is not registered.",
+                    )
             out.append(replicas)
         return out
 
@@ -581,12 +662,26 @@ class QuorumController:
             results: list[ResultEntry] = []
             records: list[mr.MetadataRecord] = []
             if not bool(self.static_config.get("delete.topic.enable", True)):
-                return [ResultEntry(n or "", ErrorCode.topic_deletion_disabled, "Topic deletion is disabled.") for n in names]
+                return [
+                    ResultEntry(n or "", ErrorCode.topic_deletion_disabled, "Topic deletion is disabled.")
+                    for n in names
+                ]
             for name, tid in [(n, None) for n in names] + [(None, t) for t in ids]:
-                topic = self.image.topics_by_name.get(name) if name is not None else self.image.topics_by_id.get(tid or "")
+                topic = (
+                    self.image.topics_by_name.get(name) if name is not None else self.image.topics_by_id.get(tid or "")
+                )
                 if topic is None:
                     code = ErrorCode.unknown_topic_or_partition if name is not None else ErrorCode.unknown_topic_id
-                    results.append(ResultEntry(name or "", code, "This server does not host this topic." if name else "This server does not host this topic ID.", tid))
+                    results.append(
+                        ResultEntry(
+                            name or "",
+                            code,
+                            "This server does not host this topic."
+                            if name
+                            else "This server does not host this topic ID.",
+                            tid,
+                        )
+                    )
                     continue
                 results.append(ResultEntry(topic.name, ErrorCode.none, None, topic.topic_id))
                 records.append(mr.RemoveTopicRecord(topic.topic_id))
@@ -594,7 +689,9 @@ class QuorumController:
                 await self._write(records)
             return results
 
-    async def create_partitions(self, requests: list[tuple[str, int, list[list[int]] | None]], *, validate_only: bool = False) -> list[ResultEntry]:
+    async def create_partitions(
+        self, requests: list[tuple[str, int, list[list[int]] | None]], *, validate_only: bool = False
+    ) -> list[ResultEntry]:
         async with self._lock:
             self._check_active()
             results: list[ResultEntry] = []
@@ -608,20 +705,35 @@ class QuorumController:
                         raise KafkaError(ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist.")
                     current = len(topic.partitions)
                     if count < current:
-                        raise KafkaError(ErrorCode.invalid_partitions, f"The topic {name} currently has {current} partition(s); {count} would not be an increase.")
+                        raise KafkaError(
+                            ErrorCode.invalid_partitions,
+                            f"The topic {name} currently has {current} partition(s); {count} would not be an increase.",
+                        )
                     if count == current:
                         raise KafkaError(ErrorCode.invalid_partitions, f"Topic already has {current} partition(s).")
                     rf = len(topic.partitions[0].replicas)
                     if assignments is not None:
                         if len(assignments) != count - current:
-                            raise KafkaError(ErrorCode.invalid_replica_assignment, f"Attempted to add {count - current} additional partition(s), but only {len(assignments)} assignment(s) were specified.")
+                            raise KafkaError(
+                                ErrorCode.invalid_replica_assignment,
+                                f"Attempted to add {count - current} additional partition(s), "
+                                f"but only {len(assignments)} assignment(s) were specified.",
+                            )
                         new = self._check_assignment({i: a for i, a in enumerate(assignments)})
                     else:
                         new = place(list(self.image.brokers.values()), count - current, rf, start_partition=current)
                     if not validate_only:
                         for i, replicas in enumerate(new):
                             isr = tuple(r for r in replicas if self._is_usable(r))
-                            records.append(mr.PartitionRecord(current + i, topic.topic_id, tuple(replicas), isr or tuple(replicas[:1]), isr[0] if isr else -1))
+                            records.append(
+                                mr.PartitionRecord(
+                                    current + i,
+                                    topic.topic_id,
+                                    tuple(replicas),
+                                    isr or tuple(replicas[:1]),
+                                    isr[0] if isr else -1,
+                                )
+                            )
                 except KafkaError as exc:
                     res.error, res.message = exc.code, exc.message
             if records:
@@ -676,14 +788,21 @@ class QuorumController:
                         elif op in (OP_APPEND, OP_SUBTRACT):
                             defn = TOPIC_CONFIG.keys.get(key) or SERVER_CONFIG.keys.get(key)
                             if defn is None or defn.type != "list":
-                                raise KafkaError(ErrorCode.invalid_config, f"Config value append/subtract is not allowed for config key {key} (not a list)")
+                                raise KafkaError(
+                                    ErrorCode.invalid_config,
+                                    f"Config value append/subtract is not allowed for config key {key} (not a list)",
+                                )
                             # Kafka appends to / subtracts from the default when the key is unset
                             base = current.get(key)
                             if base is None:
                                 base = format_value(defn.default) or ""
                             items = [x for x in base.split(",") if x]
                             add = [x.strip() for x in (value or "").split(",") if x.strip()]
-                            items = items + [x for x in add if x not in items] if op == OP_APPEND else [x for x in items if x not in add]
+                            items = (
+                                items + [x for x in add if x not in items]
+                                if op == OP_APPEND
+                                else [x for x in items if x not in add]
+                            )
                             new_value = ",".join(items)
                         else:
                             raise KafkaError(ErrorCode.invalid_request, f"Unknown config operation {op}")
@@ -701,7 +820,9 @@ class QuorumController:
                 await self._write(records)
             return results
 
-    async def alter_configs(self, resources: list[tuple[int, str, dict[str, str | None]]], *, validate_only: bool = False) -> list[ResultEntry]:
+    async def alter_configs(
+        self, resources: list[tuple[int, str, dict[str, str | None]]], *, validate_only: bool = False
+    ) -> list[ResultEntry]:
         """Legacy AlterConfigs: the given set replaces every dynamic config of the resource."""
         async with self._lock:
             self._check_active()
@@ -727,43 +848,70 @@ class QuorumController:
             return results
 
     # --- brokers -----------------------------------------------------------------------
-    async def register_broker(self, broker_id: int, incarnation_id: str, endpoints: tuple[mr.Endpoint, ...],
-                              rack: str | None, log_dirs: tuple[str, ...], cluster_id: str) -> int:
+    async def register_broker(
+        self,
+        broker_id: int,
+        incarnation_id: str,
+        endpoints: tuple[mr.Endpoint, ...],
+        rack: str | None,
+        log_dirs: tuple[str, ...],
+        cluster_id: str,
+    ) -> int:
         async with self._lock:
             self._check_active()
             if cluster_id != self.cluster_id:
-                raise KafkaError(ErrorCode.inconsistent_cluster_id, f"Expected cluster id {self.cluster_id}, got {cluster_id}")
+                raise KafkaError(
+                    ErrorCode.inconsistent_cluster_id, f"Expected cluster id {self.cluster_id}, got {cluster_id}"
+                )
             existing = self.image.brokers.get(broker_id)
             if existing is not None and existing.incarnation_id != incarnation_id:
                 last = self._last_heartbeat.get(broker_id)
                 if last is not None and time.monotonic() - last < self._session_timeout_s and not existing.fenced:
-                    raise KafkaError(ErrorCode.duplicate_broker_registration,
-                                     f"Another broker is registered with id {broker_id} and is still alive")
+                    raise KafkaError(
+                        ErrorCode.duplicate_broker_registration,
+                        f"Another broker is registered with id {broker_id} and is still alive",
+                    )
             epoch = self.raft.high_watermark  # Kafka uses the record offset as the broker epoch
             # a new incarnation (e.g. after a crash) may have lost unflushed records: out of the ISRs
             # with it until it catches up again (Kafka's handleBrokerUncleanShutdown)
             moved = self._move_leadership_off(broker_id, keep_sole=True) if existing is not None else []
-            offset = await self._write([mr.RegisterBrokerRecord(broker_id, incarnation_id, epoch, endpoints, rack,
-                                                                 True, False, log_dirs), *moved])
+            offset = await self._write(
+                [
+                    mr.RegisterBrokerRecord(broker_id, incarnation_id, epoch, endpoints, rack, True, False, log_dirs),
+                    *moved,
+                ]
+            )
             self._registration_offsets[broker_id] = offset
             self._last_heartbeat[broker_id] = time.monotonic()
             return epoch
 
-    async def broker_heartbeat(self, broker_id: int, broker_epoch: int, current_metadata_offset: int,
-                               want_fence: bool, want_shutdown: bool, *, offline_log_dirs: tuple[str, ...] = (),
-                               cordoned_log_dirs: tuple[str, ...] | None = None) -> HeartbeatResult:
+    async def broker_heartbeat(
+        self,
+        broker_id: int,
+        broker_epoch: int,
+        current_metadata_offset: int,
+        want_fence: bool,
+        want_shutdown: bool,
+        *,
+        offline_log_dirs: tuple[str, ...] = (),
+        cordoned_log_dirs: tuple[str, ...] | None = None,
+    ) -> HeartbeatResult:
         async with self._lock:
             self._check_active()
             b = self.image.brokers.get(broker_id)
             if b is None or b.epoch != broker_epoch:
-                raise KafkaError(ErrorCode.stale_broker_epoch, f"Broker {broker_id} epoch {broker_epoch} is not current")
+                raise KafkaError(
+                    ErrorCode.stale_broker_epoch, f"Broker {broker_id} epoch {broker_epoch} is not current"
+                )
             self._last_heartbeat[broker_id] = time.monotonic()
             caught_up = current_metadata_offset >= self._registration_offsets.get(broker_id, b.epoch)
             records: list[mr.MetadataRecord] = []
             if want_shutdown:
                 records.extend(await self._controlled_shutdown_records(broker_id))
                 if not b.in_controlled_shutdown:
-                    records.append(mr.BrokerRegistrationChangeRecord(broker_id, broker_epoch, in_controlled_shutdown=True))
+                    records.append(
+                        mr.BrokerRegistrationChangeRecord(broker_id, broker_epoch, in_controlled_shutdown=True)
+                    )
             elif b.fenced and not want_fence and caught_up:
                 records.append(mr.BrokerRegistrationChangeRecord(broker_id, broker_epoch, fenced=False))
                 records.extend(self._elect_leaderless(broker_id, set(offline_log_dirs)))
@@ -782,8 +930,9 @@ class QuorumController:
                 b = self.image.brokers[broker_id]
             return HeartbeatResult(caught_up, b.fenced, should_shutdown)
 
-    def _directory_records(self, b: BrokerRegistration, offline: tuple[str, ...],
-                           cordoned: tuple[str, ...] | None) -> list[mr.MetadataRecord]:
+    def _directory_records(
+        self, b: BrokerRegistration, offline: tuple[str, ...], cordoned: tuple[str, ...] | None
+    ) -> list[mr.MetadataRecord]:
         """Dirs reported in a heartbeat (KIP-858, cordoned dirs). A newly offline dir leaves the
         registration's online dirs, and the broker's replicas recorded in it leave the ISR / lose
         leadership (leaderless when it was the last ISR member), as for a fenced broker but only
@@ -804,19 +953,31 @@ class QuorumController:
                     rec = self._change(t.topic_id, pid, p, isr=rest or p.isr, unusable={b.broker_id})
                     if rec is not None:
                         out.append(rec)
-            log.warning("[QuorumController id=%d] broker %d reports offline log dir(s) %s",
-                        self.node_id, b.broker_id, ", ".join(sorted(gone)))
-            out.append(mr.BrokerRegistrationChangeRecord(
-                b.broker_id, b.epoch, log_dirs=tuple(d for d in b.log_dirs if d not in gone)))
-        if cordoned is not None and (b.cordoned_log_dirs is None
-                                     or tuple(sorted(cordoned)) != tuple(sorted(b.cordoned_log_dirs))):
-            out.append(mr.BrokerRegistrationChangeRecord(b.broker_id, b.epoch,
-                                                         cordoned_log_dirs=tuple(sorted(cordoned))))
+            log.warning(
+                "[QuorumController id=%d] broker %d reports offline log dir(s) %s",
+                self.node_id,
+                b.broker_id,
+                ", ".join(sorted(gone)),
+            )
+            out.append(
+                mr.BrokerRegistrationChangeRecord(
+                    b.broker_id, b.epoch, log_dirs=tuple(d for d in b.log_dirs if d not in gone)
+                )
+            )
+        if cordoned is not None and (
+            b.cordoned_log_dirs is None or tuple(sorted(cordoned)) != tuple(sorted(b.cordoned_log_dirs))
+        ):
+            out.append(
+                mr.BrokerRegistrationChangeRecord(b.broker_id, b.epoch, cordoned_log_dirs=tuple(sorted(cordoned)))
+            )
         return out
 
     def _leads_anything(self, broker_id: int) -> bool:
-        return any(p.leader == broker_id and len(p.isr) > 1
-                   for t in self.image.topics_by_id.values() for p in t.partitions.values())
+        return any(
+            p.leader == broker_id and len(p.isr) > 1
+            for t in self.image.topics_by_id.values()
+            for p in t.partitions.values()
+        )
 
     async def _controlled_shutdown_records(self, broker_id: int) -> list[mr.MetadataRecord]:
         """Move leadership off the broker to another usable ISR member; shrink it out of ISRs
@@ -835,14 +996,23 @@ class QuorumController:
                     continue
                 if broker_id in p.isr:
                     out.append(mr.PartitionChangeRecord(pid, t.topic_id, leader=broker_id))
-                elif not any(self._is_usable(r) and self._replica_dir_online(r, p) for r in p.isr) \
-                        and self._unclean_allowed(t.name):
-                    log.warning("[QuorumController id=%d] unclean leader election for %s-%d: %d (ISR was %s)",
-                                self.node_id, t.name, pid, broker_id, list(p.isr))
+                elif not any(
+                    self._is_usable(r) and self._replica_dir_online(r, p) for r in p.isr
+                ) and self._unclean_allowed(t.name):
+                    log.warning(
+                        "[QuorumController id=%d] unclean leader election for %s-%d: %d (ISR was %s)",
+                        self.node_id,
+                        t.name,
+                        pid,
+                        broker_id,
+                        list(p.isr),
+                    )
                     out.append(mr.PartitionChangeRecord(pid, t.topic_id, leader=broker_id, isr=(broker_id,)))
         return out
 
-    async def alter_client_quotas(self, entries: list[QuotaAlteration], validate_only: bool = False) -> list[QuotaResult]:
+    async def alter_client_quotas(
+        self, entries: list[QuotaAlteration], validate_only: bool = False
+    ) -> list[QuotaResult]:
         """AlterClientQuotas: validation and records in controller/client_quota_control.py."""
         async with self._lock:
             self._check_active()
@@ -864,19 +1034,24 @@ class QuorumController:
             b = self.image.brokers.get(broker_id)
             if b is None:
                 raise KafkaError(ErrorCode.broker_id_not_registered, f"Broker {broker_id} is not registered")
-            records: list[mr.MetadataRecord] = [*self._move_leadership_off(broker_id),
-                                                mr.UnregisterBrokerRecord(broker_id, b.epoch)]
+            records: list[mr.MetadataRecord] = [
+                *self._move_leadership_off(broker_id),
+                mr.UnregisterBrokerRecord(broker_id, b.epoch),
+            ]
             await self._write(records)
             self._last_heartbeat.pop(broker_id, None)
 
-    async def assign_replicas_to_dirs(self, broker_id: int, broker_epoch: int,
-                                      assignments: list[tuple[str, str, int]]) -> dict[tuple[str, int], ErrorCode]:
+    async def assign_replicas_to_dirs(
+        self, broker_id: int, broker_epoch: int, assignments: list[tuple[str, str, int]]
+    ) -> dict[tuple[str, int], ErrorCode]:
         """AssignReplicasToDirs: record which log dir (directory id) holds each replica (JBOD)."""
         async with self._lock:
             self._check_active()
             b = self.image.brokers.get(broker_id)
             if b is None or b.epoch != broker_epoch:
-                raise KafkaError(ErrorCode.stale_broker_epoch, f"Broker {broker_id} epoch {broker_epoch} is not current")
+                raise KafkaError(
+                    ErrorCode.stale_broker_epoch, f"Broker {broker_id} epoch {broker_epoch} is not current"
+                )
             out: dict[tuple[str, int], ErrorCode] = {}
             records: list[mr.MetadataRecord] = []
             for dir_id, topic_id, pid in assignments:

@@ -18,14 +18,18 @@ def validate_topic_name(name: str) -> None:
     if not name:
         raise KafkaError(ErrorCode.invalid_topic_exception, "Topic name is illegal, it can't be empty")
     if name in (".", ".."):
-        raise KafkaError(ErrorCode.invalid_topic_exception, "Topic name cannot be \".\" or \"..\"")
+        raise KafkaError(ErrorCode.invalid_topic_exception, 'Topic name cannot be "." or ".."')
     if len(name) > MAX_NAME_LENGTH:
-        raise KafkaError(ErrorCode.invalid_topic_exception,
-                         f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters, topic name: {name}")
+        raise KafkaError(
+            ErrorCode.invalid_topic_exception,
+            f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters, topic name: {name}",
+        )
     if not _LEGAL.match(name):
-        raise KafkaError(ErrorCode.invalid_topic_exception,
-                         f"Topic name \"{name}\" is illegal, it contains a character other than "
-                         "ASCII alphanumerics, '.', '_' and '-'")
+        raise KafkaError(
+            ErrorCode.invalid_topic_exception,
+            f'Topic name "{name}" is illegal, it contains a character other than '
+            "ASCII alphanumerics, '.', '_' and '-'",
+        )
 
 
 def unify_collision_chars(name: str) -> str:
@@ -37,8 +41,7 @@ def check_collision(name: str, existing: Iterable[str]) -> None:
     unified = unify_collision_chars(name)
     for other in existing:
         if other != name and unify_collision_chars(other) == unified:
-            raise KafkaError(ErrorCode.invalid_topic_exception,
-                             f"Topic '{name}' collides with existing topic: {other}")
+            raise KafkaError(ErrorCode.invalid_topic_exception, f"Topic '{name}' collides with existing topic: {other}")
 
 
 def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:

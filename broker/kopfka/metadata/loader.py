@@ -95,7 +95,7 @@ class MetadataLoader:
         if not self.publishers:
             return
         delta = MetadataDelta(old)
-        for tid, topic in old.topics_by_id.items():
+        for tid in old.topics_by_id:
             if tid not in new_image.topics_by_id:
                 delta.replay(mr.RemoveTopicRecord(tid))
         for bid, b in old.brokers.items():

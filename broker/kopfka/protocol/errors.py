@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-__all__ = ["ErrorCode", "KafkaError", "CorruptRecordError", "InvalidRecordError"]
+__all__ = ["CorruptRecordError", "ErrorCode", "InvalidRecordError", "KafkaError"]
 
 
 class KafkaError(Exception):

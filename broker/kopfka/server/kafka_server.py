@@ -71,8 +71,11 @@ class KafkaServer:
     def _single_local_voter(self) -> bool:
         """The embedded default: combined node, static quorum of itself → the in-process quorum."""
         voters = self.config["controller.quorum.voters"]
-        return (self.config.roles == {"broker", "controller"} and bool(voters)
-                and [v.split("@")[0] for v in voters] == [str(self.node_id)])
+        return (
+            self.config.roles == {"broker", "controller"}
+            and bool(voters)
+            and [v.split("@")[0] for v in voters] == [str(self.node_id)]
+        )
 
     async def start(self) -> None:
         cfg = self.config
@@ -86,6 +89,7 @@ class KafkaServer:
             await self._start_local(cluster_id)
         else:
             from kopfka.server.kraft_node import start_kraft_node
+
             await start_kraft_node(self, cluster_id)
 
     def _ready(self) -> bool:
@@ -97,14 +101,17 @@ class KafkaServer:
         cfg = self.config
         loader = MetadataLoader("broker")
         self.scheduler.bind(asyncio.get_running_loop())
-        self.log_manager = LogManager(cfg.log_dirs, make_config_for(cfg, loader), scheduler=self.scheduler,
-                                      server_config=cfg.values)
+        self.log_manager = LogManager(
+            cfg.log_dirs, make_config_for(cfg, loader), scheduler=self.scheduler, server_config=cfg.values
+        )
         self.log_manager.lock_dirs()
         BrokerMetrics.for_registry().bind_log_manager(self.log_manager)  # recovery progress on /metrics
         await asyncio.to_thread(self.log_manager.load_logs)
         self.log_manager.startup()
 
-        self.raft = LocalRaftClient(self.node_id, cfg.metadata_log_dir, segment_bytes=int(cfg["metadata.log.segment.bytes"]))
+        self.raft = LocalRaftClient(
+            self.node_id, cfg.metadata_log_dir, segment_bytes=int(cfg["metadata.log.segment.bytes"])
+        )
         controller = QuorumController(self.raft, node_id=self.node_id, cluster_id=cluster_id, static_config=cfg.values)
         self.local_controller = controller
         self.raft.register(loader)
@@ -115,19 +122,33 @@ class KafkaServer:
         self.replica_manager = ReplicaManager(self.node_id, self.log_manager)
 
         services = BrokerServices(
-            config=cfg, node_id=self.node_id, cluster_id=cluster_id, metadata=loader, controller=controller,
-            replica_manager=self.replica_manager, log_manager=self.log_manager,
+            config=cfg,
+            node_id=self.node_id,
+            cluster_id=cluster_id,
+            metadata=loader,
+            controller=controller,
+            replica_manager=self.replica_manager,
+            log_manager=self.log_manager,
             fetch_sessions=FetchSessionCache(int(cfg["max.incremental.fetch.session.cache.slots"])),
-            producer_ids=ProducerIdManager(lambda: controller.allocate_producer_ids(self.node_id, self.lifecycle.broker_epoch if self.lifecycle else -1)),
+            producer_ids=ProducerIdManager(
+                lambda: controller.allocate_producer_ids(
+                    self.node_id, self.lifecycle.broker_epoch if self.lifecycle else -1
+                )
+            ),
         )
         install_quotas(services, loader)  # quotas, broker metrics, client telemetry (kopfka.quota.install)
         endpoints = tuple(mr.Endpoint(lst.name, lst.host, lst.port) for lst in cfg.advertised_listeners)
         self.lifecycle = BrokerLifecycleManager(
-            self.node_id, cluster_id, controller, endpoints=endpoints, rack=cfg["broker.rack"],
+            self.node_id,
+            cluster_id,
+            controller,
+            endpoints=endpoints,
+            rack=cfg["broker.rack"],
             log_dirs=tuple(m.directory_id for m in meta_properties.verify(cfg.log_dirs, self.node_id).values()),
             metadata_offset=lambda: loader.last_applied_offset,
             heartbeat_interval_ms=int(cfg["broker.heartbeat.interval.ms"]),
-            registration_timeout_ms=int(cfg["initial.broker.registration.timeout.ms"]))
+            registration_timeout_ms=int(cfg["initial.broker.registration.timeout.ms"]),
+        )
         services.lifecycle = self.lifecycle
         self._install_publishers(loader, services)
         self.log_manager.broker_epoch = -1
@@ -146,7 +167,8 @@ class KafkaServer:
         assert self.replica_manager is not None
         self.loader = loader
         self.replica_manager.start_replication(
-            self.config, services.controller, lambda: services.lifecycle.broker_epoch if services.lifecycle else -1)
+            self.config, services.controller, lambda: services.lifecycle.broker_epoch if services.lifecycle else -1
+        )
         loader.install_publishers([self.replica_manager])
         from kopfka.coordinator.group import GroupCoordinator  # consumer groups + offsets (after the replicas)
 

@@ -44,8 +44,16 @@ def _requested(ctx: RequestContext, req: Any) -> tuple[list[CachedPartition], li
         elif name in image.topics_by_name:
             topic_id_str = image.topics_by_name[name].topic_id
         for p in t.partitions:
-            out.append(CachedPartition(name or "", p.partition, topic_id_str, p.fetch_offset, p.partition_max_bytes,
-                                       getattr(p, "current_leader_epoch", -1)))
+            out.append(
+                CachedPartition(
+                    name or "",
+                    p.partition,
+                    topic_id_str,
+                    p.fetch_offset,
+                    p.partition_max_bytes,
+                    getattr(p, "current_leader_epoch", -1),
+                )
+            )
     return out, unknown
 
 
@@ -85,11 +93,24 @@ async def _handle_follower_fetch(ctx: RequestContext, req: Any, replica_id: int,
             key_name = topic.name if topic is not None else None
         for p in t.partitions:
             last_epochs[(key_name, p.partition)] = int(getattr(p, "last_fetched_epoch", -1))
-    reads = [FetchRequestPartition((p.topic, p.partition), p.fetch_offset, p.max_bytes, p.current_leader_epoch,
-                                   last_epochs.get((p.topic, p.partition), -1)) for p in requested]
+    reads = [
+        FetchRequestPartition(
+            (p.topic, p.partition),
+            p.fetch_offset,
+            p.max_bytes,
+            p.current_leader_epoch,
+            last_epochs.get((p.topic, p.partition), -1),
+        )
+        for p in requested
+    ]
     results = await svc.replica_manager.fetch_for_follower(
-        replica_id, replica_epoch, reads, max_bytes=min(getattr(req, "max_bytes", 2**31 - 1), 2**31 - 1),
-        min_bytes=req.min_bytes, max_wait_ms=_ms(req.max_wait))
+        replica_id,
+        replica_epoch,
+        reads,
+        max_bytes=min(getattr(req, "max_bytes", 2**31 - 1), 2**31 - 1),
+        min_bytes=req.min_bytes,
+        max_wait_ms=_ms(req.max_wait),
+    )
     topics: list[FetchTopicOut] = []
     by_topic: dict[tuple[str, str | None], FetchTopicOut] = {}
     for p in requested:
@@ -99,9 +120,16 @@ async def _handle_follower_fetch(ctx: RequestContext, req: Any, replica_id: int,
         if tout is None:
             tout = by_topic[tkey] = FetchTopicOut(p.topic, uuids.from_str(p.topic_id) if p.topic_id else None)
             topics.append(tout)
-        out = FetchPartitionOut(p.partition, int(data.error), data.high_watermark, data.last_stable_offset,
-                                data.log_start_offset, None, -1,
-                                data.records if data.records is not None else b"")
+        out = FetchPartitionOut(
+            p.partition,
+            int(data.error),
+            data.high_watermark,
+            data.last_stable_offset,
+            data.log_start_offset,
+            None,
+            -1,
+            data.records if data.records is not None else b"",
+        )
         if data.diverging_epoch is not None and version >= 12:
             out.diverging_epoch = data.diverging_epoch
         if data.error in (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch) and version >= 12:
@@ -144,7 +172,11 @@ async def handle_fetch(ctx: RequestContext, req: Any) -> RawResponse:
         elif sid != 0 and epoch > 0:
             session = cache.get(sid, epoch)
             for p in requested:
-                session.partitions[(p.topic, p.partition)] = p if (p.topic, p.partition) not in session.partitions else _update(session.partitions[(p.topic, p.partition)], p)
+                session.partitions[(p.topic, p.partition)] = (
+                    p
+                    if (p.topic, p.partition) not in session.partitions
+                    else _update(session.partitions[(p.topic, p.partition)], p)
+                )
             for key in _forgotten(ctx, req):
                 session.partitions.pop(key, None)
             parts = list(session.partitions.values())
@@ -156,18 +188,23 @@ async def handle_fetch(ctx: RequestContext, req: Any) -> RawResponse:
         chunks, size = encode_fetch_response(version, ctx.correlation_id, [], error_code=exc.code, session_id=0)
         return RawResponse(chunks, size)
 
-    reads = [FetchRequestPartition((p.topic, p.partition), p.fetch_offset, p.max_bytes, p.current_leader_epoch) for p in parts]
+    reads = [
+        FetchRequestPartition((p.topic, p.partition), p.fetch_offset, p.max_bytes, p.current_leader_epoch)
+        for p in parts
+    ]
     isolation = "txn_committed" if getattr(req, "isolation_level", 0) == 1 else "high_watermark"
     max_bytes = fetch_max_bytes(ctx, min(getattr(req, "max_bytes", 2**31 - 1), int(svc.config["fetch.max.bytes"])))
     waited = time.perf_counter_ns()
     results = await svc.replica_manager.fetch_messages(
-        reads, max_bytes=max_bytes, min_bytes=req.min_bytes, max_wait_ms=_ms(req.max_wait), isolation=isolation)
+        reads, max_bytes=max_bytes, min_bytes=req.min_bytes, max_wait_ms=_ms(req.max_wait), isolation=isolation
+    )
     ctx.quota_exempt_ns = time.perf_counter_ns() - waited
     if fetch_throttle_ms(ctx, results) > 0:  # throttled: no data (the charge was taken back)
         if session is not None:
             session.epoch = (epoch + 1) if incremental else 1
-        chunks, size = encode_fetch_response(version, ctx.correlation_id, [], session_id=resp_session_id,
-                                             throttle_time_ms=ctx.throttle_ms)
+        chunks, size = encode_fetch_response(
+            version, ctx.correlation_id, [], session_id=resp_session_id, throttle_time_ms=ctx.throttle_ms
+        )
         return RawResponse(chunks, size)
 
     requested_keys = {(p.topic, p.partition) for p in requested}
@@ -177,22 +214,38 @@ async def handle_fetch(ctx: RequestContext, req: Any) -> RawResponse:
         key = (p.topic, p.partition)
         data = results[key]
         if incremental:
-            changed = (key in requested_keys or data.size > 0 or data.error != ErrorCode.none
-                       or data.high_watermark != p.high_watermark or data.last_stable_offset != p.last_stable_offset
-                       or data.log_start_offset != p.log_start_offset)
+            changed = (
+                key in requested_keys
+                or data.size > 0
+                or data.error != ErrorCode.none
+                or data.high_watermark != p.high_watermark
+                or data.last_stable_offset != p.last_stable_offset
+                or data.log_start_offset != p.log_start_offset
+            )
             if not changed:
                 continue
         if session is not None:
-            p.high_watermark, p.last_stable_offset, p.log_start_offset = data.high_watermark, data.last_stable_offset, data.log_start_offset
+            p.high_watermark, p.last_stable_offset, p.log_start_offset = (
+                data.high_watermark,
+                data.last_stable_offset,
+                data.log_start_offset,
+            )
         tkey = (p.topic, p.topic_id)
         tout = by_topic.get(tkey)
         if tout is None:
             tout = FetchTopicOut(p.topic, uuids.from_str(p.topic_id) if p.topic_id else None)
             by_topic[tkey] = tout
             topics.append(tout)
-        out = FetchPartitionOut(p.partition, int(data.error), data.high_watermark, data.last_stable_offset,
-                                data.log_start_offset, data.aborted_transactions, -1,
-                                data.records if data.records is not None else b"")
+        out = FetchPartitionOut(
+            p.partition,
+            int(data.error),
+            data.high_watermark,
+            data.last_stable_offset,
+            data.log_start_offset,
+            data.aborted_transactions,
+            -1,
+            data.records if data.records is not None else b"",
+        )
         if data.error in (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch) and version >= 12:
             out.current_leader = (data.leader_id, data.leader_epoch)
         tout.partitions.append(out)
@@ -202,8 +255,9 @@ async def handle_fetch(ctx: RequestContext, req: Any) -> RawResponse:
         topics.append(tout)
     if session is not None:
         session.epoch = (epoch + 1) if incremental else 1
-    chunks, size = encode_fetch_response(version, ctx.correlation_id, topics, session_id=resp_session_id,
-                                         throttle_time_ms=ctx.throttle_ms)
+    chunks, size = encode_fetch_response(
+        version, ctx.correlation_id, topics, session_id=resp_session_id, throttle_time_ms=ctx.throttle_ms
+    )
     return RawResponse(chunks, size)
 
 
