@@ -300,6 +300,13 @@ class KafkaRaftClient:
             if self.role != "leader" or self.epoch != epoch:
                 raise KafkaError(ErrorCode.not_controller, "leadership changed")
             last = await self._append_local(records)
+        if last < self.hw:
+            return last
+        if self.role != "leader" or self.epoch != epoch:
+            # stepped down while the batch was being flushed: _step_down has already failed the
+            # waiters, so one registered now would never resolve (and would hold the caller, e.g. the
+            # controller's lock, until a later leadership of this node happened to pass `last`)
+            raise KafkaError(ErrorCode.not_controller, "leadership lost before commit")
         fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._waiters.append((last, epoch, fut))
         self._maybe_advance_hw()
