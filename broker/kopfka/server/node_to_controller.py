@@ -434,7 +434,8 @@ class RemoteController:
         for name, pid in wanted or ():
             topics.setdefault(name, []).append(pid)
         body = {"timeout": int(self.timeout * 1000),
-                "topics": None if wanted is None else [{"name": n, "partition_indexes": ps} for n, ps in topics.items()]}
+                "topics": None if wanted is None
+                else [{"name": n, "partition_indexes": ps} for n, ps in topics.items()]}
         resp = await self._call(46, 0, body)
         if resp.error_code != ErrorCode.none:
             raise KafkaError(resp.error_code, resp.error_message or resp.error_code.name)
