@@ -35,7 +35,7 @@ def test_cluster_forms_fails_over_catches_up_and_survives_restart(make_cluster: 
                 return int(p.leader_id)
         return None
 
-    elected = wait_until(new_leader, 15, "a new leader after kill -9 of the active controller")
+    elected = wait_until(new_leader, 30, "a new leader after kill -9 of the active controller")
     assert elected != old.node_id
     res = run(create_topic(c.brokers[2].address, "beta"))
     assert res.error_code == 0, res.error_message

@@ -96,7 +96,7 @@ def test_three_combined_nodes_serve_fail_over_and_shut_down_cleanly(tmp_path: Pa
         old = wait_until(lambda: quorum_leader(nodes) + 1, 15, "a quorum leader") - 1
         nodes[old].kill()
         survivors = [n for n in nodes if n.node_id != old]
-        wait_until(lambda: quorum_leader(survivors) not in (-1, old), 15, "a new active controller")
+        wait_until(lambda: quorum_leader(survivors) not in (-1, old), 30, "a new active controller")
         wait_until(
             lambda: old not in [b.node_id for b in run(metadata(survivors[0].address)).brokers],
             15,
@@ -125,7 +125,7 @@ def test_three_combined_nodes_serve_fail_over_and_shut_down_cleanly(tmp_path: Pa
         pos = [text.rfind(s) for s in steps]
         assert all(p >= 0 for p in pos) and pos == sorted(pos), text[-3000:]
         rest = [n for n in nodes if n is not victim]
-        wait_until(lambda: quorum_leader(rest) >= 0, 15, "a leader among the two remaining voters")
+        wait_until(lambda: quorum_leader(rest) >= 0, 30, "a leader among the two remaining voters")
         assert run(create_topic(rest[0].address, "last", partitions=1)).error_code == 0
     finally:
         for n in nodes:
