@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from kopfka import uuids
 from kopfka.config.definitions import ConfigError, format_value
@@ -767,51 +768,20 @@ class QuorumController:
             except ConfigError as exc:
                 raise KafkaError(ErrorCode.invalid_config, str(exc)) from exc
 
-    async def incremental_alter_configs(
-        self, resources: list[tuple[int, str, list[tuple[str, int, str | None]]]], *, validate_only: bool = False
+    async def _alter_resources(
+        self, resources: list[tuple[int, str, Any]], plan: Any, *, validate_only: bool
     ) -> list[ResultEntry]:
+        """Plan each config resource's records (one failing resource doesn't stop the others) and
+        write the valid ones as one batch."""
         async with self._lock:
             self._check_active()
             results: list[ResultEntry] = []
             records: list[mr.MetadataRecord] = []
-            for rtype, rname, ops in resources:
+            for rtype, rname, change in resources:
                 res = ResultEntry(rname, resource_type=rtype)
                 results.append(res)
                 try:
-                    current = dict(self.image.configs.get((rtype, rname), {}))
-                    recs: list[mr.MetadataRecord] = []
-                    for key, op, value in ops:
-                        if op == OP_SET:
-                            new_value = value
-                        elif op == OP_DELETE:
-                            new_value = None
-                        elif op in (OP_APPEND, OP_SUBTRACT):
-                            defn = TOPIC_CONFIG.keys.get(key) or SERVER_CONFIG.keys.get(key)
-                            if defn is None or defn.type != "list":
-                                raise KafkaError(
-                                    ErrorCode.invalid_config,
-                                    f"Config value append/subtract is not allowed for config key {key} (not a list)",
-                                )
-                            # Kafka appends to / subtracts from the default when the key is unset
-                            base = current.get(key)
-                            if base is None:
-                                base = format_value(defn.default) or ""
-                            items = [x for x in base.split(",") if x]
-                            add = [x.strip() for x in (value or "").split(",") if x.strip()]
-                            items = (
-                                items + [x for x in add if x not in items]
-                                if op == OP_APPEND
-                                else [x for x in items if x not in add]
-                            )
-                            new_value = ",".join(items)
-                        else:
-                            raise KafkaError(ErrorCode.invalid_request, f"Unknown config operation {op}")
-                        self._validate_config(rtype, rname, key, new_value)
-                        if new_value is None:
-                            current.pop(key, None)
-                        else:
-                            current[key] = new_value
-                        recs.append(mr.ConfigRecord(rtype, rname, key, new_value))
+                    recs = plan(rtype, rname, change)
                     if not validate_only:
                         records.extend(recs)
                 except KafkaError as exc:
@@ -820,32 +790,65 @@ class QuorumController:
                 await self._write(records)
             return results
 
+    async def incremental_alter_configs(
+        self, resources: list[tuple[int, str, list[tuple[str, int, str | None]]]], *, validate_only: bool = False
+    ) -> list[ResultEntry]:
+        return await self._alter_resources(resources, self._plan_incremental, validate_only=validate_only)
+
+    def _plan_incremental(
+        self, rtype: int, rname: str, ops: list[tuple[str, int, str | None]]
+    ) -> list[mr.MetadataRecord]:
+        current = dict(self.image.configs.get((rtype, rname), {}))
+        recs: list[mr.MetadataRecord] = []
+        for key, op, value in ops:
+            if op == OP_SET:
+                new_value = value
+            elif op == OP_DELETE:
+                new_value = None
+            elif op in (OP_APPEND, OP_SUBTRACT):
+                defn = TOPIC_CONFIG.keys.get(key) or SERVER_CONFIG.keys.get(key)
+                if defn is None or defn.type != "list":
+                    raise KafkaError(
+                        ErrorCode.invalid_config,
+                        f"Config value append/subtract is not allowed for config key {key} (not a list)",
+                    )
+                # Kafka appends to / subtracts from the default when the key is unset
+                base = current.get(key)
+                if base is None:
+                    base = format_value(defn.default) or ""
+                items = [x for x in base.split(",") if x]
+                add = [x.strip() for x in (value or "").split(",") if x.strip()]
+                items = (
+                    items + [x for x in add if x not in items]
+                    if op == OP_APPEND
+                    else [x for x in items if x not in add]
+                )
+                new_value = ",".join(items)
+            else:
+                raise KafkaError(ErrorCode.invalid_request, f"Unknown config operation {op}")
+            self._validate_config(rtype, rname, key, new_value)
+            if new_value is None:
+                current.pop(key, None)
+            else:
+                current[key] = new_value
+            recs.append(mr.ConfigRecord(rtype, rname, key, new_value))
+        return recs
+
     async def alter_configs(
         self, resources: list[tuple[int, str, dict[str, str | None]]], *, validate_only: bool = False
     ) -> list[ResultEntry]:
         """Legacy AlterConfigs: the given set replaces every dynamic config of the resource."""
-        async with self._lock:
-            self._check_active()
-            results: list[ResultEntry] = []
-            records: list[mr.MetadataRecord] = []
-            for rtype, rname, values in resources:
-                res = ResultEntry(rname, resource_type=rtype)
-                results.append(res)
-                try:
-                    recs: list[mr.MetadataRecord] = []
-                    for key, value in values.items():
-                        self._validate_config(rtype, rname, key, value)
-                        recs.append(mr.ConfigRecord(rtype, rname, key, value))
-                    for key in self.image.configs.get((rtype, rname), {}):
-                        if key not in values:
-                            recs.append(mr.ConfigRecord(rtype, rname, key, None))
-                    if not validate_only:
-                        records.extend(recs)
-                except KafkaError as exc:
-                    res.error, res.message = exc.code, exc.message
-            if records:
-                await self._write(records)
-            return results
+        return await self._alter_resources(resources, self._plan_replace, validate_only=validate_only)
+
+    def _plan_replace(self, rtype: int, rname: str, values: dict[str, str | None]) -> list[mr.MetadataRecord]:
+        recs: list[mr.MetadataRecord] = []
+        for key, value in values.items():
+            self._validate_config(rtype, rname, key, value)
+            recs.append(mr.ConfigRecord(rtype, rname, key, value))
+        for key in self.image.configs.get((rtype, rname), {}):
+            if key not in values:
+                recs.append(mr.ConfigRecord(rtype, rname, key, None))
+        return recs
 
     # --- brokers -----------------------------------------------------------------------
     async def register_broker(
