@@ -387,39 +387,34 @@ def _config_results(results: list[Any]) -> list[dict[str, Any]]:
     ]
 
 
+async def _alter_config_response(alter: Any, resources: list[Any], validate_only: bool) -> dict[str, Any]:
+    """Run a config alteration; a controller-level error (e.g. NOT_CONTROLLER) answers every resource."""
+    try:
+        results = await alter(resources, validate_only=validate_only)
+    except KafkaError as exc:
+        return {
+            "throttle_time": 0,
+            "responses": [
+                {"error_code": exc.code, "error_message": exc.message, "resource_type": r[0], "resource_name": r[1]}
+                for r in resources
+            ],
+        }
+    return {"throttle_time": 0, "responses": _config_results(results)}
+
+
 @controller_api(44)
 async def _h_incremental_alter(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
     resources = [
         (int(r.resource_type), r.resource_name, [(c.name, int(c.config_operation), c.value) for c in r.configs])
         for r in req.resources
     ]
-    try:
-        results = await svc.controller.incremental_alter_configs(resources, validate_only=req.validate_only)
-    except KafkaError as exc:
-        return {
-            "throttle_time": 0,
-            "responses": [
-                {"error_code": exc.code, "error_message": exc.message, "resource_type": r[0], "resource_name": r[1]}
-                for r in resources
-            ],
-        }
-    return {"throttle_time": 0, "responses": _config_results(results)}
+    return await _alter_config_response(svc.controller.incremental_alter_configs, resources, req.validate_only)
 
 
 @controller_api(33)
 async def _h_alter(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
     resources = [(int(r.resource_type), r.resource_name, {c.name: c.value for c in r.configs}) for r in req.resources]
-    try:
-        results = await svc.controller.alter_configs(resources, validate_only=req.validate_only)
-    except KafkaError as exc:
-        return {
-            "throttle_time": 0,
-            "responses": [
-                {"error_code": exc.code, "error_message": exc.message, "resource_type": r[0], "resource_name": r[1]}
-                for r in resources
-            ],
-        }
-    return {"throttle_time": 0, "responses": _config_results(results)}
+    return await _alter_config_response(svc.controller.alter_configs, resources, req.validate_only)
 
 
 @controller_api(49)
