@@ -140,3 +140,78 @@ def test_second_process_on_same_dir_is_refused(tmp_path: Path) -> None:
             second.start(timeout=20)
     finally:
         first.kill()
+
+
+def _config(**extra: str) -> dict[str, str]:
+    base = {
+        "node.id": "1",
+        "process.roles": "broker,controller",
+        "controller.listener.names": "CONTROLLER",
+        "listeners": "PLAINTEXT://:9092,CONTROLLER://:9093",
+        "controller.quorum.voters": "1@localhost:9093",
+    }
+    base.update({k.replace("_", "."): v for k, v in extra.items()})
+    return base
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        ({"listeners": "SSL://:9094,CONTROLLER://:9093"}, "SSL"),  # default map: SSL:SSL
+        ({"listeners": "PLAINTEXT://:9092,SASL_SSL://:9094,CONTROLLER://:9093"}, "SASL_SSL"),
+        (
+            {
+                "listeners": "EXTERNAL://:9094,CONTROLLER://:9093",
+                "listener.security.protocol.map": "EXTERNAL:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+            },
+            "EXTERNAL",
+        ),
+        (
+            {
+                "listeners": "PLAINTEXT://:9092,CONTROLLER://:9093",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL",
+            },
+            "CONTROLLER",
+        ),
+    ],
+)
+def test_listener_mapped_to_ssl_or_sasl_is_refused(extra: dict[str, str], named: str) -> None:
+    """Until TLS/SASL exist, a listener the user believes secured must not be served as plaintext."""
+    with pytest.raises(ConfigError, match=rf"listener {named} is mapped to \w*S[AS]\w*, which kopfka does not support"):
+        KafkaConfig.from_properties(_config(**extra))
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (
+            {"listeners": "CLIENT://:9092,CONTROLLER://:9093"},
+            "no security protocol defined for listener CLIENT",
+        ),
+        ({"listener.security.protocol.map": "PLAINTEXT:TLS,CONTROLLER:PLAINTEXT"}, "invalid security protocol 'TLS'"),
+        ({"listener.security.protocol.map": "PLAINTEXT"}, "expected LISTENER_NAME:SECURITY_PROTOCOL"),
+    ],
+)
+def test_listener_security_protocol_map_is_read(extra: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        KafkaConfig.from_properties(_config(**extra))
+
+
+def test_plaintext_listeners_with_explicit_map_start_parsing() -> None:
+    cfg = KafkaConfig.from_properties(
+        _config(
+            listeners="CLIENT://:9092,CTL://:9093",
+            controller_listener_names="CTL",
+            listener_security_protocol_map="CLIENT:PLAINTEXT,CTL:PLAINTEXT",
+        )
+    )
+    assert [lst.name for lst in cfg.broker_listeners] == ["CLIENT"]
+    # without an explicit map, a controller listener of any name is PLAINTEXT (as in Kafka)
+    KafkaConfig.from_properties(_config(listeners="PLAINTEXT://:9092,CTL://:9093", controller_listener_names="CTL"))
+
+
+def test_serve_refuses_an_ssl_listener(tmp_path: Path) -> None:
+    cfg = props(tmp_path / "server.properties", listeners="SSL://127.0.0.1:0,CONTROLLER://127.0.0.1:0")
+    res = kopfka("serve", "--config", str(cfg))
+    assert res.returncode == 1
+    assert "listener SSL is mapped to SSL" in res.stderr and "listener.security.protocol.map" in res.stderr

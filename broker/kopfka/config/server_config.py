@@ -251,6 +251,52 @@ def parse_listeners(key: str, entries: list[str]) -> list[Listener]:
     return out
 
 
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+def listener_security_protocols(config: KafkaConfig) -> dict[str, str]:
+    """`listener.security.protocol.map` as {LISTENER: PROTOCOL}, checked as Kafka checks it.
+
+    As in Kafka, when the map is not set explicitly the controller listeners default to PLAINTEXT."""
+    key = "listener.security.protocol.map"
+    out: dict[str, str] = {}
+    for entry in config.values[key]:
+        name, sep, proto = entry.partition(":")
+        if not sep or not name.strip():
+            raise ConfigError(key, entry, "expected LISTENER_NAME:SECURITY_PROTOCOL")
+        if proto.strip().upper() not in SECURITY_PROTOCOLS:
+            raise ConfigError(
+                key, entry, f"invalid security protocol {proto.strip()!r} (one of {', '.join(SECURITY_PROTOCOLS)})"
+            )
+        out[name.strip().upper()] = proto.strip().upper()
+    if key not in config.originals:
+        for name in config.controller_listener_names:
+            out.setdefault(name, "PLAINTEXT")
+    return out
+
+
+def check_listener_security(config: KafkaConfig) -> None:
+    """Refuse to start rather than serve plaintext on a listener the user mapped to SSL or SASL:
+    kopfka serves PLAINTEXT only, until TLS/SASL exist (issue 17 replaces this check)."""
+    protocols = listener_security_protocols(config)
+    for key in ("listeners", "advertised.listeners"):
+        for lst in parse_listeners(key, config.values[key]):
+            proto = protocols.get(lst.name)
+            if proto is None:
+                raise ConfigError(
+                    key,
+                    lst.name,
+                    f"no security protocol defined for listener {lst.name} in listener.security.protocol.map",
+                )
+            if proto != "PLAINTEXT":
+                raise ConfigError(
+                    "listener.security.protocol.map",
+                    f"{lst.name}:{proto}",
+                    f"listener {lst.name} is mapped to {proto}, which kopfka does not support yet: it would serve "
+                    "PLAINTEXT on a port clients expect to be secured. Map the listener to PLAINTEXT or remove it",
+                )
+
+
 @dataclass
 class KafkaConfig:
     """Typed server config. `values` holds every defined key (defaults filled in)."""
@@ -268,6 +314,7 @@ class KafkaConfig:
         values.update(parsed)
         cfg = cls(values, dict(expanded), unknown)
         cfg._validate()
+        check_listener_security(cfg)
         return cfg
 
     def __getitem__(self, key: str) -> Any:
