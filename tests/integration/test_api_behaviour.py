@@ -624,3 +624,59 @@ def test_unknown_topic_without_auto_create(tmp_path_factory: pytest.TempPathFact
         assert not (k.data_dir / "nope-0").exists()
     finally:
         k.kill()
+
+
+# ---------------------------------------------------------------- transactional records, no transactional id
+
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+
+
+@pytest.mark.timeout(60)
+def test_transactional_batch_without_transactional_id_is_refused(broker: KopfkaProcess, admin: AdminClient) -> None:
+    """As Kafka: the whole request fails with TRANSACTIONAL_ID_AUTHORIZATION_FAILED. Accepted, the
+    batch would open a transaction nothing can end and pin the last stable offset for good."""
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    create(admin, "txn-bit", partitions=2)
+    batches = []
+    for transactional in (1, 0):  # partition 0 carries the transactional batch, partition 1 a plain one
+        b = DefaultRecordBatchBuilder(
+            magic=2,
+            compression_type=0,
+            is_transactional=transactional,
+            producer_id=4242,
+            producer_epoch=0,
+            base_sequence=0,
+            batch_size=1 << 16,
+        )
+        b.append(0, timestamp=NOW, key=None, value=b"dangling", headers=[])
+        batches.append(bytes(b.build()))
+    req = ProduceRequest(
+        transactional_id=None,
+        acks=i16(-1),
+        timeout=timedelta(seconds=5),
+        topic_data=(
+            TopicProduceData(
+                name=TopicName("txn-bit"),
+                partition_data=tuple(
+                    PartitionProduceData(index=i32(i), records=batch) for i, batch in enumerate(batches)
+                ),
+            ),
+        ),
+    )
+    with socket.create_connection((broker.host, broker.port), timeout=10) as s:
+        pr = _call(s, req, ProduceResponse, 1)
+    codes = [int(p.error_code) for t in pr.responses for p in t.partition_responses]  # type: ignore[attr-defined]
+    assert codes == [TRANSACTIONAL_ID_AUTHORIZATION_FAILED] * 2
+    # nothing was appended, and read_committed consumers are not held back by a dangling transaction
+    assert produce_each(broker.bootstrap, "txn-bit", [(b"after", NOW)]) == [0]
+    c = consumer(broker.bootstrap, **{"isolation.level": "read_committed"})
+    try:
+        c.assign([TopicPartition("txn-bit", 0, OFFSET_BEGINNING)])
+        msgs: list = []
+        deadline = time.monotonic() + 10
+        while not msgs and time.monotonic() < deadline:
+            msgs = c.consume(10, 0.5)
+        assert [(m.offset(), m.value()) for m in msgs] == [(0, b"after")]
+    finally:
+        c.close()

@@ -110,6 +110,14 @@ class BatchHeader:
         return (self.base_sequence + self.last_offset_delta) & 0x7FFFFFFF
 
 
+def first_batch_is_transactional(records: bytes | bytearray | memoryview | None) -> bool:
+    """The transactional bit of the first batch (Kafka's RequestUtils looks at that one only;
+    a v3+ produce carries exactly one batch per partition)."""
+    if records is None or len(records) < ATTRIBUTES_OFFSET + 2 or records[16] != MAGIC_V2:
+        return False
+    return bool(records[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_FLAG)
+
+
 def read_header(buf: bytes | bytearray | memoryview, position: int = 0) -> BatchHeader:
     """Decode the header at `position`; checks only that it fits and is magic 2."""
     if len(buf) - position < BATCH_HEADER_SIZE:
@@ -160,9 +168,7 @@ def iter_batches(
                 return
             raise CorruptRecordError(message="record batch extends past the end of the data")
         if verify_crc and not is_crc_valid(buf, header):
-            raise CorruptRecordError(
-                message=f"record batch at byte {pos} failed its CRC32C check"
-            )
+            raise CorruptRecordError(message=f"record batch at byte {pos} failed its CRC32C check")
         yield header
         pos += header.size
 
@@ -173,9 +179,7 @@ def set_base_offset(buf: bytearray | memoryview, header: BatchHeader, base_offse
     header.base_offset = base_offset
 
 
-def set_partition_leader_epoch(
-    buf: bytearray | memoryview, header: BatchHeader, epoch: int
-) -> None:
+def set_partition_leader_epoch(buf: bytearray | memoryview, header: BatchHeader, epoch: int) -> None:
     """Patch partitionLeaderEpoch in place (also outside the CRC-covered range)."""
     struct.pack_into(">i", buf, header.position + 12, epoch)
     header.partition_leader_epoch = epoch

@@ -10,6 +10,7 @@ from typing import Any
 
 from kopfka import uuids
 from kopfka.protocol.errors import ErrorCode
+from kopfka.protocol.records import first_batch_is_transactional
 from kopfka.quota.throttling import produce_throttle_ms
 from kopfka.server.apis.registry import DeferredResponse, api
 from kopfka.server.delayed_produce import complete_waits, register_waits
@@ -21,8 +22,26 @@ class CloseConnection(Exception):
 
 
 def _partition_error(index: int, code: ErrorCode, message: str | None = None) -> dict[str, Any]:
-    return {"index": index, "error_code": code, "base_offset": -1, "log_append_time": -1,
-            "log_start_offset": -1, "record_errors": [], "error_message": message}
+    return {
+        "index": index,
+        "error_code": code,
+        "base_offset": -1,
+        "log_append_time": -1,
+        "log_start_offset": -1,
+        "record_errors": [],
+        "error_message": message,
+    }
+
+
+def _refuse_all(req: Any, code: ErrorCode) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": getattr(t, "name", None) or "",
+            "topic_id": getattr(t, "topic_id", None) or uuids.ZERO_UUID,
+            "partition_responses": [_partition_error(p.index, code) for p in t.partition_data],
+        }
+        for t in req.topic_data
+    ]
 
 
 @api(0)
@@ -34,6 +53,14 @@ async def handle_produce(ctx: RequestContext, req: Any) -> dict[str, Any] | Defe
     entries: list[tuple[tuple[str, int], bytes | None]] = []
     slots: list[tuple[dict[str, Any], int, tuple[str, int]]] = []
     txn_refused = req.transactional_id is not None
+    if req.transactional_id is None and any(
+        first_batch_is_transactional(p.records) for t in req.topic_data for p in t.partition_data
+    ):
+        # as Kafka: transactional records need a transactional id (authorized for WRITE), else the
+        # whole request fails; accepted, they would open a transaction nothing can end
+        if acks == 0:
+            raise CloseConnection("transactional records without a transactional id")
+        return {"responses": _refuse_all(req, ErrorCode.transactional_id_authorization_failed), "throttle_time": 0}
     for t in req.topic_data:
         name = getattr(t, "name", None)
         tid = getattr(t, "topic_id", None)
@@ -52,8 +79,11 @@ async def handle_produce(ctx: RequestContext, req: Any) -> dict[str, Any] | Defe
             if acks not in (-1, 0, 1):
                 tout["partition_responses"].append(_partition_error(p.index, ErrorCode.invalid_required_acks))
             elif txn_refused:
-                tout["partition_responses"].append(_partition_error(
-                    p.index, ErrorCode.transactional_id_authorization_failed, "transactions are not supported yet"))
+                tout["partition_responses"].append(
+                    _partition_error(
+                        p.index, ErrorCode.transactional_id_authorization_failed, "transactions are not supported yet"
+                    )
+                )
             elif name is None:
                 tout["partition_responses"].append(_partition_error(p.index, ErrorCode.unknown_topic_id))
             else:
@@ -69,9 +99,17 @@ async def handle_produce(ctx: RequestContext, req: Any) -> dict[str, Any] | Defe
         for slot, index, tp in slots:
             r = results[tp]
             failed |= r.error != ErrorCode.none
-            slot.update({"index": index, "error_code": r.error, "base_offset": r.base_offset,
-                         "log_append_time": r.log_append_time_ms, "log_start_offset": r.log_start_offset,
-                         "record_errors": [], "error_message": r.message})
+            slot.update(
+                {
+                    "index": index,
+                    "error_code": r.error,
+                    "base_offset": r.base_offset,
+                    "log_append_time": r.log_append_time_ms,
+                    "log_start_offset": r.log_start_offset,
+                    "record_errors": [],
+                    "error_message": r.message,
+                }
+            )
         if acks == 0:
             if failed or txn_refused:
                 raise CloseConnection("acks=0 produce failed")
