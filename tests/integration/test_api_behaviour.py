@@ -108,6 +108,20 @@ def consumer(bootstrap: str, **conf: object) -> Consumer:
     return Consumer({"bootstrap.servers": bootstrap, "group.id": "api-unused", "enable.auto.commit": False, **conf})
 
 
+def first_records(bootstrap: str, topic: str, partition: int = 0, **conf: object) -> list[tuple[int, bytes]]:
+    """(offset, value) of the first records a consumer gets from the start of the partition."""
+    c = consumer(bootstrap, **conf)
+    try:
+        c.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
+        msgs: list = []
+        deadline = time.monotonic() + 10
+        while not msgs and time.monotonic() < deadline:
+            msgs = c.consume(10, 0.5)
+        return [(m.offset(), m.value()) for m in msgs]
+    finally:
+        c.close()
+
+
 # ---------------------------------------------------------------- ListOffsets
 
 
@@ -422,16 +436,7 @@ def test_delete_topic_then_recreate(broker: KopfkaProcess, admin: AdminClient) -
         c.close()
     p.produce("phoenix", b"new", partition=0)
     assert p.flush(10) == 0
-    c = consumer(broker.bootstrap)
-    try:
-        c.assign([TopicPartition("phoenix", 0, OFFSET_BEGINNING)])
-        msgs: list = []
-        deadline = time.monotonic() + 10
-        while not msgs and time.monotonic() < deadline:
-            msgs = c.consume(10, 0.5)
-        assert [(m.offset(), m.value()) for m in msgs] == [(0, b"new")]
-    finally:
-        c.close()
+    assert first_records(broker.bootstrap, "phoenix") == [(0, b"new")]
 
 
 @pytest.mark.timeout(60)
@@ -670,13 +675,4 @@ def test_transactional_batch_without_transactional_id_is_refused(broker: KopfkaP
     assert codes == [TRANSACTIONAL_ID_AUTHORIZATION_FAILED] * 2
     # nothing was appended, and read_committed consumers are not held back by a dangling transaction
     assert produce_each(broker.bootstrap, "txn-bit", [(b"after", NOW)]) == [0]
-    c = consumer(broker.bootstrap, **{"isolation.level": "read_committed"})
-    try:
-        c.assign([TopicPartition("txn-bit", 0, OFFSET_BEGINNING)])
-        msgs: list = []
-        deadline = time.monotonic() + 10
-        while not msgs and time.monotonic() < deadline:
-            msgs = c.consume(10, 0.5)
-        assert [(m.offset(), m.value()) for m in msgs] == [(0, b"after")]
-    finally:
-        c.close()
+    assert first_records(broker.bootstrap, "txn-bit", **{"isolation.level": "read_committed"}) == [(0, b"after")]
