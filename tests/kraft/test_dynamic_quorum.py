@@ -4,6 +4,7 @@ RemoveRaftVoter — while admin requests through a broker keep succeeding."""
 
 from __future__ import annotations
 
+import shutil
 import threading
 from typing import Any
 
@@ -74,3 +75,42 @@ def test_add_fourth_controller_and_remove_one_under_admin_load(make_cluster: Any
         load.join(60)
     assert not failures, failures[:5]
     assert len(created) >= 5
+
+
+def _voter_keys(c: Cluster) -> dict[int, str]:
+    p = run(describe_quorum(c.leader().address)).topics[0].partitions[0]
+    return {
+        int(v.replica_id): uuids.to_str(v.replica_directory_id) if v.replica_directory_id else ""
+        for v in p.current_voters
+    }
+
+
+def test_voter_that_lost_its_disk_rejoins_under_a_new_directory_id(make_cluster: Any) -> None:
+    """KIP-853 disk-loss detection: a follower voter whose metadata dir is wiped and
+    re-formatted (--no-initial-controllers: a new directory id) is not a voter under its new
+    key — it neither votes nor counts for the high watermark with its empty log — until it has
+    removed its stale key with RemoveRaftVoter and added itself back with AddRaftVoter."""
+    c: Cluster = make_cluster(3, 1).start()
+    create = run(create_topic(c.brokers[0].address, "before-loss"))
+    assert create.error_code == 0
+    leader = c.leader()
+    lost = next(n for n in c.controllers if n is not leader)
+    old_dir = lost.directory_id
+    assert _voter_keys(c)[lost.node_id] == old_dir
+    lost.kill()
+    shutil.rmtree(lost.dir / "metadata")
+    res = lost.format(c.cluster_id, "--no-initial-controllers", "--ignore-formatted")
+    assert res.returncode == 0, res.stderr
+    new_dir = (lost.dir / "metadata" / "meta.properties").read_text().split("directory.id=")[1].split()[0]
+    assert new_dir != old_dir
+    lost.start()
+    wait_until(lambda: _voter_keys(c).get(lost.node_id) == new_dir, 60, "the wiped voter back under its new key")
+    assert sorted(_voter_keys(c)) == [1000, 1001, 1002]
+    assert "RemoveRaftVoter of my stale directory" in lost.log_text()
+    lost.wait_ready(30)
+    # The quorum still serves, and the rejoined voter has the metadata written before the loss.
+    assert run(create_topic(c.brokers[0].address, "after-rejoin")).error_code == 0
+    other = next(n for n in c.controllers if n is not lost)
+    other.kill()
+    wait_until(lambda: c.leader().node_id != other.node_id, 30, "a leader without the killed voter")
+    assert run(create_topic(c.brokers[0].address, "with-rejoined-voter")).error_code == 0

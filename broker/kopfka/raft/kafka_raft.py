@@ -247,7 +247,21 @@ class KafkaRaftClient:
 
     @property
     def is_voter(self) -> bool:
-        return self.node_id in self.voters
+        return self._is_voter_key(self.node_id, self.directory_id)
+
+    def _is_voter_key(self, node_id: int, directory_id: str | None) -> bool:
+        """KIP-853 replica keys: a voter is its id *and* its metadata directory id, so a node
+        that lost its disk (same id, new directory) is an observer until it is re-added; it
+        must never vote or count toward the high watermark with an empty log."""
+        voter = self.voters.get(node_id)
+        if voter is None:
+            return False
+        return not (voter.directory_id and directory_id and voter.directory_id != directory_id)
+
+    def _stale_self(self) -> Voter | None:
+        """The voter entry that carries this node's id under another directory id, if any."""
+        voter = self.voters.get(self.node_id)
+        return voter if voter is not None and not self.is_voter else None
 
     def _scan_voters(self, start: int, end: int) -> None:
         if self.static or start >= end:
@@ -970,11 +984,30 @@ class KafkaRaftClient:
         log.info("[RaftClient id=%d] loaded snapshot %s; fetching the log from there", self.node_id, snap.file_name)
 
     async def _auto_join(self) -> None:
-        """KIP-853 auto-join: a caught-up controller outside the voter set asks to be added."""
+        """KIP-853 auto-join: a caught-up controller outside the voter set asks to be added.
+        If its id is still a voter under an old directory id (the disk was lost and
+        re-formatted), it first asks for that stale voter's removal, as Kafka's controllers do."""
         try:
             while not self._closed and not self.is_voter:
                 ep = self.leader_endpoint()
-                if ep is not None and self.local_endpoint is not None:
+                stale = self._stale_self()
+                if ep is not None and stale is not None:
+                    body = {
+                        "cluster_id": self.cluster_id,
+                        "voter_id": self.node_id,
+                        "voter_directory_id": _dir_uuid(stale.directory_id),
+                    }
+                    try:
+                        resp = await self.peers.request(ep[0], ep[1], 81, 0, body, timeout=10)
+                        log.info(
+                            "[RaftClient id=%d] RemoveRaftVoter of my stale directory %s: %s",
+                            self.node_id,
+                            stale.directory_id,
+                            resp.error_code.name,
+                        )
+                    except (ConnectionError, KafkaError):
+                        pass
+                elif ep is not None and self.local_endpoint is not None:
                     body = {
                         "cluster_id": self.cluster_id,
                         "timeout": 5000,
@@ -1016,6 +1049,11 @@ class KafkaRaftClient:
         }
         if not self._check_cluster(req.cluster_id):
             return self._vote_response(ErrorCode.inconsistent_cluster_id, out)
+        wanted = uuids.to_str(p.voter_directory_id) if p.voter_directory_id is not None else None
+        if wanted and self.directory_id and wanted != self.directory_id:
+            # The candidate asks the voter this node was before its disk was lost: no vote.
+            out["error_code"] = ErrorCode.invalid_voter_key
+            return self._vote_response(ErrorCode.none, out)
         cand, cand_epoch = int(p.replica_id), int(p.replica_epoch)
         if cand_epoch > self.epoch:
             self._become_unattached(cand_epoch)
@@ -1173,7 +1211,12 @@ class KafkaRaftClient:
             part["diverging_epoch"] = {"epoch": self.log.latest_epoch or 0, "end_offset": leo}
             return respond()
         now = _now_ms()
-        st = self._replica(replica) if replica in self.voters else self._observers.setdefault(replica, ReplicaState())
+        fetcher_dir = uuids.to_str(p.replica_directory_id) if p.replica_directory_id is not None else None
+        st = (
+            self._replica(replica)
+            if self._is_voter_key(replica, fetcher_dir)
+            else self._observers.setdefault(replica, ReplicaState())
+        )
         st.log_end_offset, st.last_fetch_ms = offset, now
         if offset >= self.hw:
             st.last_caught_up_ms = now
@@ -1239,19 +1282,23 @@ class KafkaRaftClient:
             part["error_code"] = ErrorCode.not_leader_or_follower
         else:
 
-            def state(node: int, st: ReplicaState) -> dict[str, Any]:
+            def state(node: int, st: ReplicaState, directory_id: str | None = None) -> dict[str, Any]:
                 leo = self.log.log_end_offset if node == self.node_id else st.log_end_offset
                 now = _now_ms()
                 return {
                     "replica_id": node,
-                    "replica_directory_id": _dir_uuid(st.directory_id),
+                    "replica_directory_id": _dir_uuid(directory_id or st.directory_id),
                     "log_end_offset": leo,
                     "last_fetch_timestamp": now if node == self.node_id else st.last_fetch_ms,
                     "last_caught_up_timestamp": now if node == self.node_id else st.last_caught_up_ms,
                 }
 
-            part["current_voters"] = [state(v, self._replica(v)) for v in sorted(self.voters)]
-            part["observers"] = [state(o, st) for o, st in sorted(self._observers.items()) if o not in self.voters]
+            part["current_voters"] = [
+                state(v, self._replica(v), self.voters[v].directory_id) for v in sorted(self.voters)
+            ]
+            part["observers"] = [
+                state(o, st) for o, st in sorted(self._observers.items()) if not self._is_voter_key(o, st.directory_id)
+            ]
         nodes = [
             {"node_id": v.node_id, "listeners": [{"name": "CONTROLLER", "host": v.host, "port": v.port}]}
             for v in self.voters.values()
@@ -1304,7 +1351,11 @@ class KafkaRaftClient:
             return ErrorCode.not_leader_or_follower, exc.message
         finally:
             self._pending_voter_change = False
+        for gone in set(self._replicas) - set(new):
+            del self._replicas[gone]  # a re-added id starts from what it fetched as an observer
         for v in new:
+            if v not in self._replicas and v in self._observers:
+                self._replicas[v] = self._observers.pop(v)
             self._replica(v)
         self._notify()
         return ErrorCode.none, None
