@@ -31,3 +31,6 @@ def kopfka_shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KopfkaPr
         yield proc
     finally:
         proc.kill()
+
+
+from java_clients import java_admin  # noqa: E402, F401  (Kafka's Java admin client, a session fixture)

@@ -162,7 +162,8 @@ SERVER_CONFIG = (
     .define("transaction.state.log.replication.factor", "short", 3, validator=at_least(1))
     .define("transaction.state.log.min.isr", "int", 2, validator=at_least(1))
     .define("transactional.id.expiration.ms", "int", 604_800_000)
-    .define("producer.id.expiration.ms", "int", 86_400_000)
+    .define("producer.id.expiration.ms", "int", 86_400_000, validator=at_least(1))
+    .define("producer.id.expiration.check.interval.ms", "int", 600_000, validator=at_least(1))
     .define("max.incremental.fetch.session.cache.slots", "int", 1000, validator=at_least(0))
     .define("fetch.max.bytes", "int", 57_671_680, validator=at_least(1024))
     # --- quotas

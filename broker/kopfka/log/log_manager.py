@@ -43,6 +43,7 @@ from kopfka.storage.checkpoint import (
     CleanShutdownFileHandler,
     OffsetCheckpointFile,
 )
+from kopfka.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 from kopfka.storage.unified_log import ISOLATION_LOG_END, UnifiedLog
 
 log = logging.getLogger(__name__)
@@ -142,6 +143,17 @@ class LogManager:
     def offline_log_directory_count(self) -> int:
         """Dirs of log.dirs that are not serving (failed at startup or while running)."""
         return len(self.log_dirs) - len(self.live_log_dirs)
+
+    @property
+    def producer_id_expiration_ms(self) -> int:
+        return int(self._cfg("producer.id.expiration.ms", DEFAULT_PRODUCER_ID_EXPIRATION_MS))
+
+    def remove_expired_producers(self) -> None:
+        """Kafka's PeriodicProducerExpirationCheck (scheduled per log there; one sweep here)."""
+        now = int(time.time() * 1000)
+        for _tp, ulog in self.all_logs():
+            if not ulog.offline:
+                ulog.remove_expired_producers(now)
 
     def _cfg(self, key: str, default: Any) -> Any:
         v = self.values.get(key)
@@ -347,6 +359,7 @@ class LogManager:
             recovery_point=recovery.get(tp, 0),
             had_clean_shutdown=clean,
             scheduler=self.scheduler,
+            producer_id_expiration_ms=self.producer_id_expiration_ms,
         )
         if tp in hws:
             ulog.update_high_watermark(min(hws[tp], ulog.log_end_offset))
@@ -365,6 +378,8 @@ class LogManager:
         rp_interval = int(self._cfg("log.flush.offset.checkpoint.interval.ms", 60000))
         lso_interval = int(self._cfg("log.flush.start.offset.checkpoint.interval.ms", 60000))
         self._every("kafka-log-retention", initial, retention, self.cleanup_logs)
+        pid_check = int(self._cfg("producer.id.expiration.check.interval.ms", 600_000))
+        self._every("PeriodicProducerExpirationCheck", pid_check, pid_check, self.remove_expired_producers)
         if flush_check < NEVER_MS:
             self._every("kafka-log-flusher", initial, flush_check, self.flush_dirty_logs)
         self._every("kafka-recovery-point-checkpoint", initial, rp_interval, self.checkpoint_log_recovery_offsets)
@@ -443,6 +458,7 @@ class LogManager:
                     topic_id=uuids.from_str(topic_id) if topic_id else None,
                     had_clean_shutdown=True,
                     scheduler=self.scheduler,
+                    producer_id_expiration_ms=self.producer_id_expiration_ms,
                 )
             except OSError as exc:
                 self.failure_channel.maybe_add_offline_log_dir(
@@ -713,7 +729,12 @@ class LogManager:
         d = target / log_file_utils.log_future_dir_name(*tp)
         try:
             future = UnifiedLog.load(
-                d, current.config, topic_id=current.topic_id, had_clean_shutdown=True, scheduler=self.scheduler
+                d,
+                current.config,
+                topic_id=current.topic_id,
+                had_clean_shutdown=True,
+                scheduler=self.scheduler,
+                producer_id_expiration_ms=self.producer_id_expiration_ms,
             )
             future.truncate_fully_and_start_at(current.log_start_offset)
         except OSError as exc:

@@ -122,9 +122,7 @@ class UnifiedLog:
         tp = f"{topic}-{partition}"
         segments = LogSegments()
         epoch_cache = LeaderEpochFileCache.for_dir(tp, dir)
-        psm = ProducerStateManager(
-            tp, dir, producer_id_expiration_ms=producer_id_expiration_ms, time=time
-        )
+        psm = ProducerStateManager(tp, dir, producer_id_expiration_ms=producer_id_expiration_ms, time=time)
         offsets = LogLoader(
             dir,
             tp,
@@ -173,9 +171,7 @@ class UnifiedLog:
 
     def assign_topic_id(self, topic_id: uuid.UUID) -> None:
         if self.topic_id is not None and self.topic_id != topic_id:
-            raise InconsistentTopicIdError(
-                f"log {self.topic_partition} already has topic id {self.topic_id}"
-            )
+            raise InconsistentTopicIdError(f"log {self.topic_partition} already has topic id {self.topic_id}")
         if self.topic_id is None:
             self.topic_id = topic_id
             self.partition_metadata_file.record(topic_id)
@@ -380,9 +376,7 @@ class UnifiedLog:
                 f"which exceeds the maximum configured segment size of {config.segment_bytes}",
             )
         segment = self._maybe_roll(len(data), info, now)
-        updated, completed, duplicate = self._analyze_and_validate_producer_state(
-            batches, origin, data
-        )
+        updated, completed, duplicate = self._analyze_and_validate_producer_state(batches, origin, data)
         if duplicate is not None:
             info.first_offset = duplicate.first_offset
             info.last_offset = duplicate.last_offset
@@ -393,9 +387,7 @@ class UnifiedLog:
         self._append_to_local(segment, info.last_offset, data, batches, updated, completed)
         return info
 
-    def append_as_follower(
-        self, records: bytes | bytearray, leader_epoch: int = -1
-    ) -> LogAppendInfo:
+    def append_as_follower(self, records: bytes | bytearray, leader_epoch: int = -1) -> LogAppendInfo:
         """Append batches with the offsets the leader assigned (replication)."""
         local = self.local_log
         batches = list(iter_batches(records))
@@ -412,31 +404,20 @@ class UnifiedLog:
         max_ts, max_off, count, expected = NO_TIMESTAMP, -1, 0, first
         for b in batches:
             if b.base_offset < expected:
-                raise KafkaError(
-                    ErrorCode.invalid_record, "out of order offsets in replicated batches"
-                )
+                raise KafkaError(ErrorCode.invalid_record, "out of order offsets in replicated batches")
             expected = b.next_offset
             count += b.records_count
             if b.max_timestamp > max_ts:
                 max_ts, max_off = b.max_timestamp, b.last_offset
         last = batches[-1].last_offset
-        info = LogAppendInfo(
-            first, last, max_ts, max_off, NO_TIMESTAMP, self._log_start_offset, count, len(records)
-        )
+        info = LogAppendInfo(first, last, max_ts, max_off, NO_TIMESTAMP, self._log_start_offset, count, len(records))
         for b in batches:
-            if (
-                b.partition_leader_epoch >= 0
-                and b.partition_leader_epoch != self.leader_epoch_cache.latest_epoch
-            ):
+            if b.partition_leader_epoch >= 0 and b.partition_leader_epoch != self.leader_epoch_cache.latest_epoch:
                 self.leader_epoch_cache.assign(b.partition_leader_epoch, b.base_offset)
         if len(records) > local.config.segment_bytes:
-            raise KafkaError(
-                ErrorCode.record_list_too_large, "replicated batches exceed segment.bytes"
-            )
+            raise KafkaError(ErrorCode.record_list_too_large, "replicated batches exceed segment.bytes")
         segment = self._maybe_roll(len(records), info, self.time())
-        updated, completed, _ = self._analyze_and_validate_producer_state(
-            batches, AppendOrigin.REPLICATION, records
-        )
+        updated, completed, _ = self._analyze_and_validate_producer_state(batches, AppendOrigin.REPLICATION, records)
         self._append_to_local(segment, last, records, batches, updated, completed)
         return info
 
@@ -458,9 +439,7 @@ class UnifiedLog:
         for txn in completed:
             lso = psm.last_stable_offset(txn)
             if txn.is_aborted:
-                segment.update_txn_index(
-                    AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso)
-                )
+                segment.update_txn_index(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso))
             psm.complete_txn(txn)
         psm.update_map_end_offset(last_offset + 1)
         if updated or completed:
@@ -490,9 +469,7 @@ class UnifiedLog:
             marker = None
             if batch.is_control:
                 # transaction markers are rare: decode their one record
-                marker = read_end_txn_marker(
-                    bytes(data[batch.position : batch.position + batch.size])
-                )
+                marker = read_end_txn_marker(bytes(data[batch.position : batch.position + batch.size]))
             txn = info.append(batch, marker)
             if txn is not None:
                 completed.append(txn)
@@ -548,6 +525,11 @@ class UnifiedLog:
             self.local_log.mark_flushed(offset)
         self.last_flush_time = self.time()
 
+    def remove_expired_producers(self, now: int) -> None:
+        """Forget idle producers (no open transaction) older than producer.id.expiration.ms:
+        Kafka's PeriodicProducerExpirationCheck, so their state does not grow without bound."""
+        self.producer_state_manager.remove_expired_producers(now)
+
     def take_producer_snapshot(self) -> None:
         self.producer_state_manager.take_snapshot()
 
@@ -596,9 +578,7 @@ class UnifiedLog:
             isolation == ISOLATION_TXN_COMMITTED,
         )
 
-    def collect_aborted_transactions(
-        self, start_offset: int, upper_bound_offset: int
-    ) -> list[AbortedTxn]:
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
         segments = self.local_log.segments
         seg = segments.floor_segment(start_offset)
         out: list[AbortedTxn] = []
@@ -617,11 +597,7 @@ class UnifiedLog:
         cache = self.leader_epoch_cache
         if target_timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             earliest = cache.earliest_entry
-            epoch = (
-                earliest.epoch
-                if earliest is not None and earliest.start_offset <= self._log_start_offset
-                else None
-            )
+            epoch = earliest.epoch if earliest is not None and earliest.start_offset <= self._log_start_offset else None
             return TimestampAndOffset(NO_TIMESTAMP, self._log_start_offset, epoch)
         if target_timestamp == LATEST_TIMESTAMP:
             return TimestampAndOffset(NO_TIMESTAMP, self.log_end_offset, cache.latest_epoch)
@@ -668,9 +644,7 @@ class UnifiedLog:
         """Remove everything at or above `target_offset` (follower divergence); True if
         truncated."""
         if target_offset < 0:
-            raise ValueError(
-                f"cannot truncate partition {self.topic_partition} to a negative offset"
-            )
+            raise ValueError(f"cannot truncate partition {self.topic_partition} to a negative offset")
         local = self.local_log
         if target_offset >= local.log_end_offset:
             self.leader_epoch_cache.truncate_from_end(local.log_end_offset)
@@ -793,15 +767,15 @@ class UnifiedLog:
             if largest > now:
                 logger.warning(
                     "%s: segment %d has a future timestamp %d; it cannot expire until then",
-                    self.topic_partition, seg.base_offset, largest,
+                    self.topic_partition,
+                    seg.base_offset,
+                    largest,
                 )
             return now - largest > retention
 
         return self._delete_old(expired, f"retention time {retention}ms breach")
 
-    def deletable_segments(
-        self, predicate: Callable[[LogSegment, LogSegment | None], bool]
-    ) -> list[LogSegment]:
+    def deletable_segments(self, predicate: Callable[[LogSegment, LogSegment | None], bool]) -> list[LogSegment]:
         """Oldest-first prefix of segments passing `predicate`, below the high watermark,
         never including an empty last segment."""
         segments = self.local_log.segments.values()
@@ -817,9 +791,7 @@ class UnifiedLog:
                 break
         return out
 
-    def _delete_old(
-        self, predicate: Callable[[LogSegment, LogSegment | None], bool], reason: str
-    ) -> int:
+    def _delete_old(self, predicate: Callable[[LogSegment, LogSegment | None], bool], reason: str) -> int:
         deletable = self.deletable_segments(predicate)
         if not deletable:
             return 0
@@ -831,7 +803,9 @@ class UnifiedLog:
         new_start = max(self._log_start_offset, survivors.base_offset)
         logger.info(
             "%s: deleting segments %s due to %s",
-            self.topic_partition, [s.base_offset for s in deletable], reason,
+            self.topic_partition,
+            [s.base_offset for s in deletable],
+            reason,
         )
         if new_start > self._log_start_offset:
             self.maybe_increment_log_start_offset(new_start, "segment deletion")
@@ -842,9 +816,7 @@ class UnifiedLog:
 
     # -- compaction ----------------------------------------------------------------------------
 
-    def replace_segments(
-        self, new_segments: list[LogSegment], old_segments: list[LogSegment]
-    ) -> None:
+    def replace_segments(self, new_segments: list[LogSegment], old_segments: list[LogSegment]) -> None:
         """Swap cleaned segments in (see LocalLog.replace_segments)."""
         retired = self.local_log.replace_segments(new_segments, old_segments)
         new_bases = {s.base_offset for s in new_segments}
@@ -876,9 +848,7 @@ class UnifiedLog:
     def rename_dir(self, new_dir_name: str) -> None:
         new_dir = self.local_log.rename_dir(new_dir_name)
         self.producer_state_manager.log_dir = new_dir
-        self.leader_epoch_cache.checkpoint.path = (
-            new_dir / self.leader_epoch_cache.checkpoint.path.name
-        )
+        self.leader_epoch_cache.checkpoint.path = new_dir / self.leader_epoch_cache.checkpoint.path.name
         self.partition_metadata_file.path = new_dir / self.partition_metadata_file.path.name
         topic, partition = lfu.parse_topic_partition_name(new_dir_name)
         self.local_log.topic, self.local_log.partition = topic, partition
