@@ -1,8 +1,8 @@
-"""Kafka's own Java admin client (kafka-clients 4.3 from Maven Central) as a test peer.
+"""Kafka's own Java admin client (kafka-clients 4.3) as a test peer.
 
-`tests/java/AdminProbe.java` is compiled once per session against the jars in the local Maven
-repository (fetched with `mvn dependency:get` on first use); each call runs one JVM that
-performs a list of admin operations and prints one JSON object per operation.
+`tests/java/AdminProbe.java` is compiled once per session against Kafka's jars as
+`scripts/get-kafka` installs them (tests/kafkaref); each call runs one JVM that performs a list
+of admin operations and prints one JSON object per operation.
 """
 
 from __future__ import annotations
@@ -11,43 +11,34 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-KAFKA_CLIENTS = "org.apache.kafka:kafka-clients:4.3.0"
-_JARS = [
-    "org/apache/kafka/kafka-clients/4.3.0/kafka-clients-4.3.0.jar",
-    "org/slf4j/slf4j-api/1.7.36/slf4j-api-1.7.36.jar",
-]
+sys.path.insert(0, str(Path(__file__).parent / "kafkaref"))
+from kafka_ref import TOOL_JVM
+
 SOURCE = Path(__file__).parent / "java" / "AdminProbe.java"
+LOG_CONFIG = Path(__file__).parent / "kafkaref" / "log4j2-tools.properties"
 
 
-def _m2() -> Path:
-    return Path(os.environ.get("MAVEN_REPOSITORY", Path.home() / ".m2" / "repository"))
+def kafka_libs_classpath() -> str:
+    """Kafka's jars as installed by scripts/get-kafka (tests/kafkaref), or skip with the reason."""
+    from kafka_ref import KafkaUnavailable, kafka_home
 
-
-def kafka_clients_classpath() -> list[Path]:
-    """The jars, fetched into the local Maven repository if absent; skips the test without Java/Maven."""
-    if shutil.which("java") is None or shutil.which("javac") is None:
-        pytest.skip("needs a JDK (java, javac)")
-    jars = [_m2() / j for j in _JARS]
-    if not all(j.exists() for j in jars):
-        if shutil.which("mvn") is None:
-            pytest.skip(f"needs {KAFKA_CLIENTS} in {_m2()} or Maven to fetch it")
-        subprocess.run(
-            ["mvn", "-q", "-B", "dependency:get", f"-Dartifact={KAFKA_CLIENTS}"],
-            check=True,
-            capture_output=True,
-            timeout=600,
-        )
-    return jars
+    if shutil.which("javac") is None:
+        pytest.skip("needs a JDK (javac) to compile the admin probe")
+    try:
+        return str(kafka_home() / "libs" / "*")
+    except KafkaUnavailable as exc:
+        pytest.skip(f"Apache Kafka unavailable: {exc}")
 
 
 class JavaAdmin:
-    def __init__(self, classes: Path, jars: list[Path]) -> None:
-        self.classpath = os.pathsep.join([str(classes), *map(str, jars)])
+    def __init__(self, classes: Path, libs: str) -> None:
+        self.classpath = os.pathsep.join([str(classes), libs])
 
     def run(
         self, bootstrap: str, *commands: list[str], timeout_ms: int = 30000, request_timeout_ms: int = 15000
@@ -59,6 +50,8 @@ class JavaAdmin:
         res = subprocess.run(
             [
                 "java",
+                *TOOL_JVM,
+                f"-Dlog4j2.configurationFile={LOG_CONFIG}",
                 f"-Dapi.timeout.ms={timeout_ms}",
                 f"-Drequest.timeout.ms={min(request_timeout_ms, timeout_ms)}",
                 "-cp",
@@ -78,12 +71,9 @@ class JavaAdmin:
 
 @pytest.fixture(scope="session")
 def java_admin(tmp_path_factory: pytest.TempPathFactory) -> JavaAdmin:
-    jars = kafka_clients_classpath()
+    libs = kafka_libs_classpath()
     classes = tmp_path_factory.mktemp("admin-probe")
     subprocess.run(
-        ["javac", "-nowarn", "-d", str(classes), "-cp", os.pathsep.join(map(str, jars)), str(SOURCE)],
-        check=True,
-        capture_output=True,
-        timeout=300,
+        ["javac", "-nowarn", "-d", str(classes), "-cp", libs, str(SOURCE)], check=True, capture_output=True, timeout=300
     )
-    return JavaAdmin(classes, jars)
+    return JavaAdmin(classes, libs)
