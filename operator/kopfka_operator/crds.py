@@ -92,11 +92,7 @@ def _kafka_config(desc: str) -> Schema:
 
 def _cluster_ref() -> Schema:
     return _obj(
-        {
-            "name": _str(
-                "Name of the KafkaCluster in the same namespace.", minLength=1, maxLength=253
-            )
-        },
+        {"name": _str("Name of the KafkaCluster in the same namespace.", minLength=1, maxLength=253)},
         "The KafkaCluster this object belongs to (same namespace).",
         required=["name"],
     )
@@ -132,9 +128,7 @@ def _storage(role: str) -> Schema:
                 0,
                 999,
             ),
-            "size": _str(
-                "Requested capacity (a Kubernetes quantity, e.g. 100Gi).", pattern=QUANTITY_PATTERN
-            ),
+            "size": _str("Requested capacity (a Kubernetes quantity, e.g. 100Gi).", pattern=QUANTITY_PATTERN),
             "storageClass": _str("StorageClass of the claim; the cluster default when omitted."),
             "deleteClaim": _bool(
                 "Delete this volume's PVCs when the KafkaCluster is deleted (kept by default).",
@@ -317,8 +311,7 @@ def _kafkacluster_spec() -> Schema:
     return _obj(
         {
             "image": _str(
-                "Container image with the `kopfka` entry point; defaults to the operator's own "
-                "image.",
+                "Container image with the `kopfka` entry point; defaults to the operator's own image.",
                 minLength=1,
             ),
             "imagePullPolicy": _str(
@@ -353,11 +346,7 @@ def _kafkacluster_spec() -> Schema:
                 "metadata.log.dir, broker.rack, kopfka.http.listener — are rejected."
             ),
             "metrics": _obj(
-                {
-                    "enabled": _bool(
-                        "Annotate pods for Prometheus scraping of GET /metrics on port 8080.", True
-                    )
-                },
+                {"enabled": _bool("Annotate pods for Prometheus scraping of GET /metrics on port 8080.", True)},
                 "Prometheus metrics.",
             ),
             "podTemplate": _pod_template(),
@@ -388,6 +377,12 @@ def _kafkacluster_status() -> Schema:
                 "with the cluster id and used when formatting the first controllers' disks."
             ),
             "bootstrapServers": _str("host:port list of the bootstrap Service for clients."),
+            "quorumFormed": {
+                "type": "boolean",
+                "description": "A controller has been Ready (the quorum exists). From then on a "
+                "controller whose metadata disk is empty formats under a new directory id and "
+                "rejoins as a new voter, instead of posing as the voter it was (KIP-853).",
+            },
             "conditions": _conditions(),
             "controllers": _role_status("controller"),
             "brokers": _role_status("broker", with_selector=True),
@@ -408,9 +403,7 @@ def _age() -> Schema:
 
 
 def _ready_column() -> Schema:
-    return _printer(
-        "Ready", "string", '.status.conditions[?(@.type=="Ready")].status', "Ready condition."
-    )
+    return _printer("Ready", "string", '.status.conditions[?(@.type=="Ready")].status', "Ready condition.")
 
 
 def _crd(
@@ -489,13 +482,9 @@ def kafkacluster_crd() -> Schema:
         [
             _printer("Mode", "string", ".spec.mode", "dedicated or combined."),
             _printer("Brokers", "integer", ".spec.brokers.replicas", "Desired broker pods."),
-            _printer(
-                "Ready-Brokers", "integer", ".status.brokers.readyReplicas", "Ready broker pods."
-            ),
+            _printer("Ready-Brokers", "integer", ".status.brokers.readyReplicas", "Ready broker pods."),
             _ready_column(),
-            _printer(
-                "Bootstrap", "string", ".status.bootstrapServers", "Client bootstrap servers.", 1
-            ),
+            _printer("Bootstrap", "string", ".status.bootstrapServers", "Client bootstrap servers.", 1),
             _printer("Cluster-Id", "string", ".status.clusterId", "Kafka cluster id.", 1),
             _age(),
         ],
@@ -517,12 +506,8 @@ def topic_crd() -> Schema:
                 "Kubernetes name cannot hold, e.g. `_` and upper case).",
                 pattern=r"^[a-zA-Z0-9._-]{1,249}$",
             ),
-            "partitions": _int(
-                "Partition count (only ever increased); broker default when omitted.", 1, 1_000_000
-            ),
-            "replicationFactor": _int(
-                "Replicas per partition; broker default when omitted.", 1, 32767
-            ),
+            "partitions": _int("Partition count (only ever increased); broker default when omitted.", 1, 1_000_000),
+            "replicationFactor": _int("Replicas per partition; broker default when omitted.", 1, 32767),
             "config": _kafka_config("Topic configs (e.g. retention.ms, cleanup.policy)."),
         },
         "Desired state of a Kafka topic (reconciled by a later operator version).",
@@ -609,6 +594,17 @@ def quota_crd() -> Schema:
         },
         "Kafka client quotas for one entity (reconciled by a later operator version).",
         required=["clusterRef", "entity"],
+        validations=[
+            _cel(
+                "has(self.connectionCreationRate) ? has(self.entity.ip) : true",
+                "connectionCreationRate applies to ip entities only",
+            ),
+            _cel(
+                "has(self.entity.ip) ? !has(self.producerByteRate) && !has(self.consumerByteRate)"
+                " && !has(self.requestPercentage) && !has(self.controllerMutationRate) : true",
+                "an ip quota takes only connectionCreationRate",
+            ),
+        ],
         anyOf=[
             {"required": [key]}
             for key in (

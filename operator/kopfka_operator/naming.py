@@ -28,6 +28,8 @@ MANAGED_BY = "kopfka-operator"
 LABEL_CLUSTER = "kopfka.io/cluster"
 LABEL_ROLE = "kopfka.io/role"
 LABEL_VOLUME = "kopfka.io/volume"
+# Voters' ConfigMap key (a file in CONFIG_DIR) present once the quorum has formed.
+QUORUM_FORMED_KEY = "quorum.formed"
 
 
 def node_id_base(role: Role) -> int:

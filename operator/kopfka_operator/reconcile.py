@@ -18,9 +18,16 @@ from typing import Any
 
 from .ids import initial_controllers, new_kafka_uuid
 from .kube import ApiError, KubeApi
-from .manifests import Cluster, Manifest, build_children
+from .manifests import Cluster, Manifest, build_children, config_map
 from .manifests.config import CLUSTER_ID_KEY, INITIAL_CONTROLLERS_KEY
-from .naming import LABEL_CLUSTER, LABEL_ROLE, LABEL_VOLUME, MANAGED_BY, config_map_name
+from .naming import (
+    LABEL_CLUSTER,
+    LABEL_ROLE,
+    LABEL_VOLUME,
+    MANAGED_BY,
+    QUORUM_FORMED_KEY,
+    config_map_name,
+)
 from .spec import ClusterSpec, SpecError, parse_spec
 from .status import Observed, build_status
 
@@ -55,9 +62,7 @@ def _claims_summary(sts: Mapping[str, Any]) -> list[tuple[str, str, str | None]]
     return [
         (
             (vct.get("metadata") or {}).get("name", ""),
-            str(
-                ((vct.get("spec") or {}).get("resources") or {}).get("requests", {}).get("storage")
-            ),
+            str(((vct.get("spec") or {}).get("resources") or {}).get("requests", {}).get("storage")),
             (vct.get("spec") or {}).get("storageClassName"),
         )
         for vct in (sts.get("spec") or {}).get("volumeClaimTemplates") or []
@@ -108,9 +113,7 @@ async def ensure_ids(api: KubeApi, body: Mapping[str, Any], spec: ClusterSpec) -
     meta = body["metadata"]
     cluster_id, voters = status.get("clusterId"), status.get("initialControllers")
     if not cluster_id or voters is None:
-        cm = await api.get(
-            "ConfigMap", meta["namespace"], config_map_name(meta["name"], spec.voters.role)
-        )
+        cm = await api.get("ConfigMap", meta["namespace"], config_map_name(meta["name"], spec.voters.role))
         data = (cm or {}).get("data") or {}
         cluster_id = cluster_id or data.get(CLUSTER_ID_KEY)
         voters = voters if voters is not None else data.get(INITIAL_CONTROLLERS_KEY)
@@ -118,6 +121,31 @@ async def ensure_ids(api: KubeApi, body: Mapping[str, Any], spec: ClusterSpec) -
         cluster_id = new_kafka_uuid()
         voters = initial_controllers(meta["name"], meta["namespace"], spec.voters)
     return cluster_id, voters or ""
+
+
+async def _formed_in_config(api: KubeApi, namespace: str, name: str, spec: ClusterSpec) -> bool:
+    """The voters' ConfigMap keeps the quorum-formed mark too (a lost status must not re-arm
+    --initial-controllers for a wiped disk)."""
+    cm = await api.get("ConfigMap", namespace, config_map_name(name, spec.voters.role))
+    return bool(((cm or {}).get("data") or {}).get(QUORUM_FORMED_KEY))
+
+
+async def mark_quorum_formed(api: KubeApi, body: Mapping[str, Any], spec: ClusterSpec) -> None:
+    """Render the voters' ConfigMap with the mark the moment the status first says so, without
+    waiting for the next full reconcile (which renders the very same object)."""
+    status, meta = body.get("status") or {}, body["metadata"]
+    if not status.get("clusterId"):
+        return
+    cluster = Cluster(
+        meta["name"],
+        meta["namespace"],
+        meta.get("uid", ""),
+        status["clusterId"],
+        status.get("initialControllers", ""),
+        spec,
+        quorum_formed=True,
+    )
+    await apply_child(api, config_map(cluster, spec.voters))
 
 
 async def observe(api: KubeApi, namespace: str, name: str) -> Observed:
@@ -130,8 +158,7 @@ async def observe(api: KubeApi, namespace: str, name: str) -> Observed:
 def _without_times(status: Mapping[str, Any]) -> dict[str, Any]:
     clean = dict(status)
     clean["conditions"] = [
-        {k: v for k, v in c.items() if k != "lastTransitionTime"}
-        for c in status.get("conditions", [])
+        {k: v for k, v in c.items() if k != "lastTransitionTime"} for c in status.get("conditions", [])
     ]
     return clean
 
@@ -181,13 +208,14 @@ async def refresh_status(
             if exc.status == 409:
                 continue
             raise
+        if status.get("quorumFormed") and not (body.get("status") or {}).get("quorumFormed"):
+            if not isinstance(spec, SpecError):
+                await mark_quorum_formed(api, body, spec)
         return status
     raise ApiError(409, f"KafkaCluster {namespace}/{name}: status kept changing under the operator")
 
 
-def storage_warnings(
-    body: Mapping[str, Any], spec: ClusterSpec, observed: Observed
-) -> list[tuple[str, str]]:
+def storage_warnings(body: Mapping[str, Any], spec: ClusterSpec, observed: Observed) -> list[tuple[str, str]]:
     """Storage drift seen from an event handler (it does not render or apply anything)."""
     status = body.get("status") or {}
     if not status.get("clusterId"):
@@ -210,9 +238,7 @@ def storage_warnings(
     return warnings
 
 
-async def reconcile(
-    api: KubeApi, body: Mapping[str, Any], default_image: str | None
-) -> dict[str, Any] | None:
+async def reconcile(api: KubeApi, body: Mapping[str, Any], default_image: str | None) -> dict[str, Any] | None:
     """Render the spec and apply every child; an invalid spec only updates the status."""
     meta = body["metadata"]
     try:
@@ -225,14 +251,15 @@ async def reconcile(
     if any((body.get("status") or {}).get(k) != v for k, v in ids.items()):
         # Recorded before any child uses them, so a crash cannot lead to a second id.
         await api.patch("KafkaCluster", meta["namespace"], meta["name"], {"status": ids}, "status")
-    cluster = Cluster(meta["name"], meta["namespace"], meta["uid"], cluster_id, voters, spec)
+    formed = bool((body.get("status") or {}).get("quorumFormed")) or await _formed_in_config(
+        api, meta["namespace"], meta["name"], spec
+    )
+    cluster = Cluster(meta["name"], meta["namespace"], meta["uid"], cluster_id, voters, spec, formed)
     warnings = []
     for child in build_children(cluster):
         outcome, warning = await apply_child(api, child)
         if outcome != "unchanged":
-            log.info(
-                "%s %s/%s %s", child["kind"], meta["namespace"], child["metadata"]["name"], outcome
-            )
+            log.info("%s %s/%s %s", child["kind"], meta["namespace"], child["metadata"]["name"], outcome)
         if warning:
             warnings.append(("StorageChangeNotApplied", warning))
     return await refresh_status(
@@ -266,9 +293,7 @@ async def delete_claims(api: KubeApi, body: Mapping[str, Any]) -> list[str]:
     meta = body["metadata"]
     wanted = delete_claim_volumes(body.get("spec") or {})
     deleted = []
-    for pvc in await api.list(
-        "PersistentVolumeClaim", meta["namespace"], f"{LABEL_CLUSTER}={meta['name']}"
-    ):
+    for pvc in await api.list("PersistentVolumeClaim", meta["namespace"], f"{LABEL_CLUSTER}={meta['name']}"):
         labels = pvc["metadata"].get("labels") or {}
         try:
             volume = int(labels.get(LABEL_VOLUME, "-1"))

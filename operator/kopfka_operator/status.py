@@ -92,9 +92,7 @@ def format_failures(pods: Iterable[Mapping[str, Any]]) -> list[str]:
                 term = state.get("terminated") or {}
                 if term and term.get("exitCode", 0) != 0:
                     text = (term.get("message") or term.get("reason") or "failed").strip()
-                    failures.append(
-                        f"pod {name}: {INIT_CONTAINER} exited {term['exitCode']}: {text}"
-                    )
+                    failures.append(f"pod {name}: {INIT_CONTAINER} exited {term['exitCode']}: {text}")
                     break
     return failures
 
@@ -118,7 +116,13 @@ def build_status(
     conditions_before = previous.get("conditions") or []
     status: dict[str, Any] = {
         key: previous[key]
-        for key in ("clusterId", "initialControllers", "observedGeneration", "bootstrapServers")
+        for key in (
+            "clusterId",
+            "initialControllers",
+            "observedGeneration",
+            "bootstrapServers",
+            "quorumFormed",
+        )
         if key in previous
     }
     if applied_generation is not None:
@@ -144,11 +148,10 @@ def build_status(
             if key == "brokers":
                 status[key]["selector"] = label_selector(selector_labels(name, pool.role))
             settled = settled and _sts_settled(pool, sts)
-            note = (
-                ""
-                if sts is None or _sts_observed(sts)
-                else " (StatefulSet update not observed yet)"
-            )
+            if key == "controllers" and status[key]["readyReplicas"] > 0:
+                # A Ready controller is in a quorum with a leader: the quorum exists (sticky).
+                status["quorumFormed"] = True
+            note = "" if sts is None or _sts_observed(sts) else " (StatefulSet update not observed yet)"
             progress.append(f"{key} {status[key]['readyReplicas']}/{pool.replicas} ready{note}")
         summary = ", ".join(progress)
         applied = status.get("observedGeneration") == generation
@@ -159,9 +162,7 @@ def build_status(
             reconciling = (True, "Progressing", summary)
         else:
             reconciling = (False, "Reconciled", "children match the spec and all nodes are ready")
-        pods = [
-            p for p in observed.pods if (p.get("metadata") or {}).get("labels", {}).get(LABEL_ROLE)
-        ]
+        pods = [p for p in observed.pods if (p.get("metadata") or {}).get("labels", {}).get(LABEL_ROLE)]
         all_warnings += [("FormatStorageFailed", text) for text in format_failures(pods)]
     if all_warnings:
         warning = (True, all_warnings[0][0], "; ".join(text for _, text in all_warnings))

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import copy
 import datetime
+import os
 import pathlib
+import subprocess
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -114,9 +116,7 @@ class Emulator(kmock.KubernetesEmulator):
         mutating = (kmock.action.CREATE, kmock.action.UPDATE, kmock.action.DELETE)
         if request.resource is None or request.action not in mutating:
             return await super()._handle(request)
-        self.writes.append(
-            (request.action.value, request.resource.plural, request.name, request.subresource)
-        )
+        self.writes.append((request.action.value, request.resource.plural, request.name, request.subresource))
         try:
             async with self._lock:
                 event, raw, status = self._mutate(request)
@@ -140,9 +140,7 @@ class Emulator(kmock.KubernetesEmulator):
                 uid=str(uuid.uuid4()),
                 resourceVersion=self._next_rv(),
                 generation=1,
-                creationTimestamp=datetime.datetime.now(datetime.UTC).strftime(
-                    "%Y-%m-%dT%H:%M:%SZ"
-                ),
+                creationTimestamp=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             )
             if "status" in info.subresources:
                 data.pop("status", None)
@@ -163,9 +161,7 @@ class Emulator(kmock.KubernetesEmulator):
             if meta.get("finalizers"):
                 if meta.get("deletionTimestamp"):
                     return None, current, 200
-                meta["deletionTimestamp"] = datetime.datetime.now(datetime.UTC).strftime(
-                    "%Y-%m-%dT%H:%M:%SZ"
-                )
+                meta["deletionTimestamp"] = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
                 meta["resourceVersion"] = self._next_rv()
                 obj.history.append(current)
                 return "MODIFIED", current, 200
@@ -257,3 +253,15 @@ class Emulator(kmock.KubernetesEmulator):
                 yield event
         finally:
             await bus.unmark(mark)
+
+
+def run_script(tmp_path: pathlib.Path, script: str, pod: str, formed: pathlib.Path | None = None) -> list[str]:
+    """Run a rendered container script with a fake `kopfka` that prints its arguments."""
+    fake = tmp_path / "kopfka"
+    fake.write_text('#!/bin/sh\nfor a in "$@"; do printf "%s\\n" "$a"; done\n')
+    fake.chmod(0o755)
+    env = {"PATH": f"{tmp_path}:{os.environ['PATH']}", "POD_NAME": pod, "POD_NAMESPACE": "ns"}
+    # The quorum-formed mark: absent unless given (never the host's /etc/kopfka).
+    env["KOPFKA_QUORUM_FORMED_FILE"] = str(formed or tmp_path / "no-such-mark")
+    proc = subprocess.run(["/bin/sh", "-c", script], env=env, capture_output=True, text=True, check=True)
+    return proc.stdout.splitlines()

@@ -17,6 +17,7 @@ import pytest
 from kopfka_operator.handlers import OperatorConfig, configure_settings, register
 from kopfka_operator.kube import KubeApi
 from kopfka_operator.reconcile import reconcile
+from operator_testlib import run_script
 
 NS = "kafka"
 IMAGE = "registry.invalid/kopfka:test"
@@ -142,9 +143,12 @@ async def set_ready(api: KubeApi, sts: str, ready: int) -> None:
     await api.patch("StatefulSet", NS, sts, {"status": status}, subresource="status")
 
 
-async def test_cluster_lifecycle_children_status_update_delete(
-    k8s: Any, api: KubeApi, operator: None
-) -> None:
+async def _cm_with(api: KubeApi, name: str, key: str) -> dict[str, Any] | None:
+    cm = await api.get("ConfigMap", NS, name)
+    return cm if cm and key in (cm.get("data") or {}) else None
+
+
+async def test_cluster_lifecycle_children_status_update_delete(k8s: Any, api: KubeApi, operator: None) -> None:
     created = await api.create(NS, cluster_body())
     uid = created["metadata"]["uid"]
 
@@ -157,9 +161,7 @@ async def test_cluster_lifecycle_children_status_update_delete(
     assert status["bootstrapServers"] == f"demo-bootstrap.{NS}.svc:9092"
     assert status["brokers"]["nodeIds"] == [0, 1, 2]
     assert status["controllers"]["nodeIds"] == [1000, 1001, 1002]
-    assert status["initialControllers"].startswith(
-        f"1000@demo-controller-0.demo-controller.{NS}.svc:9093:"
-    )
+    assert status["initialControllers"].startswith(f"1000@demo-controller-0.demo-controller.{NS}.svc:9093:")
     assert condition(status, "Ready")["status"] == "False"
     assert condition(status, "Reconciling")["status"] == "True"
     assert condition(status, "Warning")["status"] == "False"
@@ -176,9 +178,7 @@ async def test_cluster_lifecycle_children_status_update_delete(
         for name in kind_names:
             child = await get(api, kind, name)
             owners = child["metadata"]["ownerReferences"]
-            assert [(o["kind"], o["uid"], o["controller"]) for o in owners] == [
-                ("KafkaCluster", uid, True)
-            ]
+            assert [(o["kind"], o["uid"], o["controller"]) for o in owners] == [("KafkaCluster", uid, True)]
 
     # JBOD: three claim templates, mounts, log.dirs, metadata dir on the kraftMetadata volume.
     spec = broker_sts["spec"]
@@ -201,20 +201,24 @@ async def test_cluster_lifecycle_children_status_update_delete(
     assert pod["terminationGracePeriodSeconds"] == 300
     assert main["readinessProbe"]["httpGet"]["path"] == "/readyz"
     props = (await get(api, "ConfigMap", "demo-broker-config"))["data"]["server.properties"]
-    assert (
-        "log.dirs=/var/lib/kopfka/data-0,/var/lib/kopfka/data-1,/var/lib/kopfka/data-2\n" in props
-    )
+    assert "log.dirs=/var/lib/kopfka/data-0,/var/lib/kopfka/data-1,/var/lib/kopfka/data-2\n" in props
     assert "metadata.log.dir=/var/lib/kopfka/data-1\n" in props
     assert "num.partitions=6\n" in props
-    controller_init = (await get(api, "StatefulSet", "demo-controller"))["spec"]["template"][
-        "spec"
-    ]["initContainers"][0]["command"][2]
+    controller_init = (await get(api, "StatefulSet", "demo-controller"))["spec"]["template"]["spec"]["initContainers"][
+        0
+    ]["command"][2]
     assert status["initialControllers"] in controller_init
+    assert "quorumFormed" not in status
+    assert "quorum.formed" not in (await get(api, "ConfigMap", "demo-controller-config"))["data"]
 
-    # The StatefulSet controller reports ready pods -> Ready.
+    # The StatefulSet controller reports ready pods -> Ready; a Ready controller means the
+    # quorum formed, and the voters' ConfigMap gets the mark their format script reads.
     await set_ready(api, "demo-controller", 3)
     await set_ready(api, "demo-broker", 3)
     cluster = await eventually(lambda: _condition_is(api, "demo", "Ready", "True"))
+    assert cluster["status"]["quorumFormed"] is True
+    voters_cm = await eventually(lambda: _cm_with(api, "demo-controller-config", "quorum.formed"))
+    assert voters_cm["data"]["quorum.formed"] == "true"
     assert condition(cluster["status"], "Reconciling")["status"] == "False"
     assert cluster["status"]["brokers"]["readyReplicas"] == 3
     assert cluster["status"]["observedGeneration"] == cluster["metadata"]["generation"]
@@ -254,9 +258,7 @@ async def test_cluster_lifecycle_children_status_update_delete(
         assert await api.get("PersistentVolumeClaim", NS, kept) is not None
 
 
-async def test_invalid_config_key_is_a_warning_and_changes_no_children(
-    k8s: Any, api: KubeApi, operator: None
-) -> None:
+async def test_invalid_config_key_is_a_warning_and_changes_no_children(k8s: Any, api: KubeApi, operator: None) -> None:
     await api.create(NS, cluster_body())
     await eventually(lambda: _condition_is(api, "demo", "Reconciling", "True"))
     cm_before = await get(api, "ConfigMap", "demo-broker-config")
@@ -286,7 +288,7 @@ async def test_invalid_config_key_is_a_warning_and_changes_no_children(
 
 
 async def test_spec_error_without_children_and_format_failure_surfaces(
-    k8s: Any, api: KubeApi, operator: None
+    k8s: Any, api: KubeApi, operator: None, tmp_path: Any
 ) -> None:
     bad = cluster_body("bad", mode="combined")  # combined mode must not have controllers
     await api.create(NS, bad)
@@ -302,7 +304,8 @@ async def test_spec_error_without_children_and_format_failure_surfaces(
     await api.create(NS, body)
     sts = await eventually(lambda: api.get("StatefulSet", NS, "solo-combined"))
     script = sts["spec"]["template"]["spec"]["initContainers"][0]["command"][2]
-    assert "--initial-controllers" in script and "--no-initial-controllers" in script
+    args = run_script(tmp_path, script, "solo-combined-0")
+    assert "--initial-controllers" in args and "--no-initial-controllers" not in args
 
     # The format-storage init container fails on a disk of another cluster.
     labels = sts["spec"]["template"]["metadata"]["labels"]

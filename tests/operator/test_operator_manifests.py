@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import base64
-import os
 import pathlib
-import subprocess
 from typing import Any
 
 import kubernetes_validate
@@ -14,6 +12,7 @@ from kopfka_operator.ids import initial_controllers, new_kafka_uuid
 from kopfka_operator.manifests import Cluster, build_children, server_properties
 from kopfka_operator.manifests.statefulset import format_script, serve_script
 from kopfka_operator.spec import OWNED_CONFIG_KEYS, SpecError, parse_spec
+from operator_testlib import run_script
 
 K8S_VERSION = "1.37"
 
@@ -47,9 +46,7 @@ def make_cluster(**spec: Any) -> Cluster:
     raw.update(spec)
     parsed = parse_spec(raw)
     voters = initial_controllers("demo", "ns", parsed.voters)
-    return Cluster(
-        "demo", "ns", "0b7c0f8e-1111-2222-3333-444455556666", new_kafka_uuid(), voters, parsed
-    )
+    return Cluster("demo", "ns", "0b7c0f8e-1111-2222-3333-444455556666", new_kafka_uuid(), voters, parsed)
 
 
 def combined_cluster() -> Cluster:
@@ -60,16 +57,13 @@ def combined_cluster() -> Cluster:
     )
 
 
-@pytest.mark.parametrize(
-    "cluster", [make_cluster(), combined_cluster()], ids=["dedicated", "combined"]
-)
+@pytest.mark.parametrize("cluster", [make_cluster(), combined_cluster()], ids=["dedicated", "combined"])
 def test_every_child_is_valid_kubernetes(cluster: Cluster) -> None:
     children = build_children(cluster)
     kinds = sorted(c["kind"] for c in children)
     pools = len(cluster.spec.pools)
     assert kinds == sorted(
-        ["ServiceAccount", "Service"]
-        + ["ConfigMap", "Service", "PodDisruptionBudget", "StatefulSet"] * pools
+        ["ServiceAccount", "Service"] + ["ConfigMap", "Service", "PodDisruptionBudget", "StatefulSet"] * pools
     )
     for child in children:
         kubernetes_validate.validate(child, K8S_VERSION, strict=True)
@@ -124,30 +118,20 @@ def test_server_properties_per_role() -> None:
     controller, broker = cluster.spec.pools
     quorum = ",".join(f"demo-controller-{i}.demo-controller.ns.svc:9093" for i in range(3))
 
-    props = dict(
-        line.split("=", 1)
-        for line in server_properties(cluster, broker).splitlines()
-        if "=" in line
-    )
+    props = dict(line.split("=", 1) for line in server_properties(cluster, broker).splitlines() if "=" in line)
     assert props["process.roles"] == "broker"
     assert props["listeners"] == "CLIENT://:9092,INTERNAL_2://:9094,REPLICATION://:9091"
     assert props["inter.broker.listener.name"] == "REPLICATION"
     assert props["controller.listener.names"] == "CONTROLLER"
     assert "CONTROLLER:PLAINTEXT" in props["listener.security.protocol.map"]
     assert props["controller.quorum.bootstrap.servers"] == quorum
-    assert (
-        props["log.dirs"] == "/var/lib/kopfka/data-0,/var/lib/kopfka/data-1,/var/lib/kopfka/data-2"
-    )
+    assert props["log.dirs"] == "/var/lib/kopfka/data-0,/var/lib/kopfka/data-1,/var/lib/kopfka/data-2"
     assert props["metadata.log.dir"] == "/var/lib/kopfka/data-0"  # lowest id without kraftMetadata
     assert props["kopfka.http.listener"] == "0.0.0.0:8080"
     assert props["num.partitions"] == "3"
     assert "node.id" not in props and "advertised.listeners" not in props
 
-    props = dict(
-        line.split("=", 1)
-        for line in server_properties(cluster, controller).splitlines()
-        if "=" in line
-    )
+    props = dict(line.split("=", 1) for line in server_properties(cluster, controller).splitlines() if "=" in line)
     assert props["process.roles"] == "controller"
     assert props["listeners"] == "CONTROLLER://:9093"
     assert "inter.broker.listener.name" not in props
@@ -170,25 +154,11 @@ def test_headless_services_publish_not_ready_pods() -> None:
     assert pdb["maxUnavailable"] == 1
 
 
-def _run_script(tmp_path: pathlib.Path, script: str, pod: str) -> list[str]:
-    """Run a rendered container script with a fake `kopfka` that prints its arguments."""
-    fake = tmp_path / "kopfka"
-    fake.write_text('#!/bin/sh\nfor a in "$@"; do printf "%s\\n" "$a"; done\n')
-    fake.chmod(0o755)
-    env = {"PATH": f"{tmp_path}:{os.environ['PATH']}", "POD_NAME": pod, "POD_NAMESPACE": "ns"}
-    proc = subprocess.run(
-        ["/bin/sh", "-c", script], env=env, capture_output=True, text=True, check=True
-    )
-    return proc.stdout.splitlines()
-
-
 def test_format_script_per_role_and_ordinal(tmp_path: pathlib.Path) -> None:
-    cluster = make_cluster(
-        controllers={"replicas": 3, "storage": {"volumes": [{"id": 0, "size": "1Gi"}]}}
-    )
+    cluster = make_cluster(controllers={"replicas": 3, "storage": {"volumes": [{"id": 0, "size": "1Gi"}]}})
     controller, broker = cluster.spec.pools
 
-    args = _run_script(tmp_path, format_script(cluster, controller), "demo-controller-2")
+    args = run_script(tmp_path, format_script(cluster, controller), "demo-controller-2")
     assert args[:6] == [
         "storage",
         "format",
@@ -199,12 +169,19 @@ def test_format_script_per_role_and_ordinal(tmp_path: pathlib.Path) -> None:
     ]
     assert "node.id=1002" in args and "--ignore-formatted" in args
     assert args[args.index("--initial-controllers") + 1] == cluster.initial_controllers
+    assert "--no-initial-controllers" not in args
+
+    # Once the quorum has formed, an initial voter with an empty disk lost it: new directory id.
+    formed = tmp_path / "quorum.formed"
+    formed.write_text("true")
+    args = run_script(tmp_path, format_script(cluster, controller), "demo-controller-0", formed=formed)
+    assert "--no-initial-controllers" in args and "--initial-controllers" not in args
 
     # A controller added after the initial three joins the existing quorum.
-    args = _run_script(tmp_path, format_script(cluster, controller), "demo-controller-3")
+    args = run_script(tmp_path, format_script(cluster, controller), "demo-controller-3")
     assert "node.id=1003" in args and "--no-initial-controllers" in args
 
-    args = _run_script(tmp_path, format_script(cluster, broker), "demo-broker-11")
+    args = run_script(tmp_path, format_script(cluster, broker), "demo-broker-11")
     assert "node.id=11" in args
     assert not {"--initial-controllers", "--no-initial-controllers", "--standalone"} & set(args)
 
@@ -212,7 +189,7 @@ def test_format_script_per_role_and_ordinal(tmp_path: pathlib.Path) -> None:
 def test_serve_script_overrides_per_pod(tmp_path: pathlib.Path) -> None:
     cluster = make_cluster()
     controller, broker = cluster.spec.pools
-    args = _run_script(tmp_path, serve_script(cluster, broker), "demo-broker-4")
+    args = run_script(tmp_path, serve_script(cluster, broker), "demo-broker-4")
     host = "demo-broker-4.demo-broker.ns.svc"
     assert args == [
         "serve",
@@ -223,7 +200,7 @@ def test_serve_script_overrides_per_pod(tmp_path: pathlib.Path) -> None:
         "--override",
         f"advertised.listeners=CLIENT://{host}:9092,INTERNAL_2://{host}:9094,REPLICATION://{host}:9091",
     ]
-    args = _run_script(tmp_path, serve_script(cluster, controller), "demo-controller-0")
+    args = run_script(tmp_path, serve_script(cluster, controller), "demo-controller-0")
     assert "node.id=1000" in args
     assert "advertised.listeners=CONTROLLER://demo-controller-0.demo-controller.ns.svc:9093" in args
 
@@ -260,11 +237,7 @@ def test_operator_owned_config_keys_are_refused(key: str) -> None:
         ({"listeners": [{"name": "A", "port": 9092}, {"name": "B", "port": 9092}]}, "duplicate"),
         ({"listeners": [{"name": "A", "port": 9093}]}, "port"),
         (
-            {
-                "brokers": {
-                    "storage": {"volumes": [{"id": 0, "size": "1Gi"}, {"id": 0, "size": "2Gi"}]}
-                }
-            },
+            {"brokers": {"storage": {"volumes": [{"id": 0, "size": "1Gi"}, {"id": 0, "size": "2Gi"}]}}},
             "duplicate ids",
         ),
         (

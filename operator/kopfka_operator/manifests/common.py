@@ -22,6 +22,7 @@ class Cluster:
     cluster_id: str
     initial_controllers: str
     spec: ClusterSpec
+    quorum_formed: bool = False
 
 
 def owner_reference(cluster: Cluster) -> dict[str, Any]:

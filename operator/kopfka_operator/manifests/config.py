@@ -12,6 +12,7 @@ import hashlib
 from ..naming import (
     CONTROLLER_PORT,
     HTTP_PORT,
+    QUORUM_FORMED_KEY,
     REPLICATION_PORT,
     config_map_name,
     data_dir,
@@ -29,8 +30,7 @@ INITIAL_CONTROLLERS_KEY = "initial.controllers"
 def quorum_bootstrap_servers(cluster: Cluster) -> str:
     voters = cluster.spec.voters
     return ",".join(
-        f"{pod_host(cluster.name, voters.role, i, cluster.namespace)}:{CONTROLLER_PORT}"
-        for i in range(voters.replicas)
+        f"{pod_host(cluster.name, voters.role, i, cluster.namespace)}:{CONTROLLER_PORT}" for i in range(voters.replicas)
     )
 
 
@@ -47,9 +47,7 @@ def listener_ports(cluster: Cluster, pool: Pool) -> dict[str, int]:
 
 def advertised_listeners_template(cluster: Cluster, pool: Pool) -> str:
     """`advertised.listeners` with `${host}` left for the pod's shell wrapper to expand."""
-    return ",".join(
-        f"{name}://${{host}}:{port}" for name, port in listener_ports(cluster, pool).items()
-    )
+    return ",".join(f"{name}://${{host}}:{port}" for name, port in listener_ports(cluster, pool).items())
 
 
 def server_properties(cluster: Cluster, pool: Pool) -> str:
@@ -98,6 +96,8 @@ def config_map(cluster: Cluster, pool: Pool) -> Manifest:
     }
     if pool.is_voter:
         data[INITIAL_CONTROLLERS_KEY] = cluster.initial_controllers
+        if cluster.quorum_formed:
+            data[QUORUM_FORMED_KEY] = "true"
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",

@@ -22,6 +22,7 @@ from ..naming import (
     CONFIG_FILE,
     HTTP_PORT,
     LABEL_VOLUME,
+    QUORUM_FORMED_KEY,
     config_map_name,
     data_dir,
     node_id_base,
@@ -56,13 +57,17 @@ def _preamble(cluster: Cluster, pool: Pool) -> str:
 
 
 def format_script(cluster: Cluster, pool: Pool) -> str:
-    """The format-storage command. Initial voters format with the pre-generated voter set;
-    voters added later and brokers join an existing quorum, so they pass no voter set."""
+    """The format-storage command. Initial voters format with the pre-generated voter set, but
+    only until the quorum has formed: after that an empty metadata disk means the disk was lost,
+    and formatting it under the old directory id would let the node vote with an empty log
+    (KIP-853). It formats with a new directory id instead and rejoins by auto-join. Voters
+    added later and brokers join an existing quorum, so they pass no voter set."""
     script = _preamble(cluster, pool)
     if pool.is_voter:
         initial = len(cluster.initial_controllers.split(",")) if cluster.initial_controllers else 0
+        formed = f"{CONFIG_DIR}/{QUORUM_FORMED_KEY}"
         script += (
-            f'if [ "$ordinal" -lt {initial} ]; then\n'
+            f'if [ "$ordinal" -lt {initial} ] && [ ! -e "${{KOPFKA_QUORUM_FORMED_FILE:-{formed}}}" ]; then\n'
             f"  set -- --initial-controllers {shlex.quote(cluster.initial_controllers)}\n"
             "else\n"
             "  set -- --no-initial-controllers\n"
@@ -157,9 +162,7 @@ def _containers(cluster: Cluster, pool: Pool) -> tuple[list[Manifest], list[Mani
     return [init], [main]
 
 
-def _claim(
-    cluster: Cluster, pool: Pool, volume_id: int, size: str, storage_class: str | None
-) -> Manifest:
+def _claim(cluster: Cluster, pool: Pool, volume_id: int, size: str, storage_class: str | None) -> Manifest:
     claim_spec: dict[str, Any] = {
         "accessModes": ["ReadWriteOnce"],
         "resources": {"requests": {"storage": size}},
@@ -258,8 +261,6 @@ def stateful_set(cluster: Cluster, pool: Pool) -> Manifest:
             },
             "selector": {"matchLabels": selector_labels(cluster.name, pool.role)},
             "template": pod_template(cluster, pool),
-            "volumeClaimTemplates": [
-                _claim(cluster, pool, v.id, v.size, v.storage_class) for v in pool.volumes
-            ],
+            "volumeClaimTemplates": [_claim(cluster, pool, v.id, v.size, v.storage_class) for v in pool.volumes],
         },
     }
