@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 from kopfka import uuids
-from kopfka.controller.quorum_controller import DIR_LOST, DIR_UNASSIGNED, PREFERRED, UNCLEAN, QuorumController
+from kopfka.controller.quorum_controller import PREFERRED, UNCLEAN, QuorumController
 from kopfka.metadata import bootstrap
 from kopfka.metadata import records as mr
-from kopfka.metadata.image import PartitionRegistration
+from kopfka.metadata.image import DIR_LOST, DIR_UNASSIGNED, PartitionRegistration
 from kopfka.protocol.errors import ErrorCode
 from kopfka.raft.local_raft import LocalRaftClient
 

@@ -71,6 +71,7 @@ SERVER_CONFIG = (
     .define("num.io.threads", "int", 8, validator=at_least(1))
     .define("queued.max.requests", "int", 500, validator=at_least(1))
     .define("request.timeout.ms", "int", 30000)
+    .define("max.request.partition.size.limit", "int", 2000, validator=at_least(1))
     # --- topics and logs
     .define("log.dirs", "list", None, read_only=True)
     .define("log.dir", "string", "/tmp/kraft-combined-logs", read_only=True)

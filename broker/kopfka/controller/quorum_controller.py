@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +36,7 @@ from kopfka.metadata.image import (
     MetadataImage,
     PartitionRegistration,
     Provenance,
+    replica_dir_online,
 )
 from kopfka.protocol.errors import ErrorCode, KafkaError
 from kopfka.raft.raft_client import CommittedBatch, LeaderAndEpoch, RaftClient
@@ -119,7 +119,6 @@ PREFERRED, UNCLEAN = 0, 1
 
 # Kafka's reserved directory ids (DirectoryId): a replica whose dir is unknown (unassigned, or being
 # migrated from a pre-JBOD broker) may lead; one recorded as LOST may not
-DIR_UNASSIGNED, DIR_LOST, DIR_MIGRATING = (uuids.to_str(uuid.UUID(int=i)) for i in range(3))
 
 
 class QuorumController:
@@ -615,19 +614,8 @@ class QuorumController:
     def _replica_dir_online(
         self, broker_id: int, p: PartitionRegistration, offline: frozenset[str] | set[str] = frozenset()
     ) -> bool:
-        """Whether the log dir recorded for the broker's replica of `p` is online (KIP-858): a replica
-        in a dir the broker reported failed cannot serve, so it must not be elected leader. An
-        unknown dir (none recorded, unassigned, migrating) or a broker registered without dirs
-        counts as online, as in Kafka; `offline` adds dirs reported in the heartbeat being handled."""
-        if broker_id not in p.replicas or len(p.directories) != len(p.replicas):
-            return True
-        d = p.directories[p.replicas.index(broker_id)]
-        if d == DIR_LOST or d in offline:
-            return False
-        if d in ("", DIR_UNASSIGNED, DIR_MIGRATING):
-            return True
-        b = self.image.brokers.get(broker_id)
-        return b is None or not b.log_dirs or d in b.log_dirs
+        """KIP-858: a replica in a failed dir cannot serve, so it must not be elected leader."""
+        return replica_dir_online(self.image, broker_id, p, offline)
 
     def _check_assignment(self, assignments: Mapping[int, list[int]]) -> list[list[int]]:
         parts = sorted(assignments)

@@ -8,11 +8,13 @@ delta copies only the topics, brokers and config resources it touches.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
+from kopfka import uuids
 from kopfka.metadata import records as r
 
 EMPTY_MAP: Mapping[Any, Any] = MappingProxyType({})
@@ -81,6 +83,26 @@ class PartitionRegistration:
             self.directories,
             self.leader_recovery_state,
         )
+
+
+DIR_UNASSIGNED, DIR_LOST, DIR_MIGRATING = (uuids.to_str(uuid.UUID(int=i)) for i in range(3))
+
+
+def replica_dir_online(
+    image: MetadataImage, broker_id: int, p: PartitionRegistration, offline: frozenset[str] | set[str] = frozenset()
+) -> bool:
+    """Whether the log dir recorded for the broker's replica of `p` is online (KIP-858). An
+    unknown dir (none recorded, unassigned, migrating) or a broker registered without dirs counts
+    as online, as in Kafka; `offline` adds dirs reported in a heartbeat being handled."""
+    if broker_id not in p.replicas or len(p.directories) != len(p.replicas):
+        return True
+    d = p.directories[p.replicas.index(broker_id)]
+    if d == DIR_LOST or d in offline:
+        return False
+    if d in ("", DIR_UNASSIGNED, DIR_MIGRATING):
+        return True
+    b = image.brokers.get(broker_id)
+    return b is None or not b.log_dirs or d in b.log_dirs
 
 
 @dataclass(frozen=True)
