@@ -14,6 +14,7 @@ from kopfka.config.definitions import ConfigKey, format_value
 from kopfka.config.log_config import BROKER_SYNONYMS, SYNONYM_SCALE, TOPIC_CONFIG
 from kopfka.config.server_config import SERVER_CONFIG
 from kopfka.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE
+from kopfka.protocol.api_versions import EXTRA_APIS
 from kopfka.protocol.errors import ErrorCode, KafkaError
 from kopfka.server.apis.registry import api
 from kopfka.server.request_context import RequestContext
@@ -199,3 +200,43 @@ async def handle_alter_configs(ctx: RequestContext, req: Any) -> dict[str, Any]:
             for r in results
         ],
     }
+
+
+# --- ListConfigResources (KIP-1142; v0 is KIP-714's ListClientMetricsResources) ---------------
+LIST_CONFIG_RESOURCES = 74
+EXTRA_APIS[LIST_CONFIG_RESOURCES] = (0, 1)
+BROKER_LOGGER_RESOURCE, GROUP_RESOURCE = 8, 32
+# in the order Kafka lists them
+LISTED_RESOURCE_TYPES = (
+    GROUP_RESOURCE,
+    CLIENT_METRICS_RESOURCE,
+    BROKER_LOGGER_RESOURCE,
+    BROKER_RESOURCE,
+    TOPIC_RESOURCE,
+)
+
+
+@api(LIST_CONFIG_RESOURCES)
+async def handle_list_config_resources(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    """The resources that can hold configs: groups and client-metrics subscriptions with dynamic
+    configs, every broker (as BROKER and BROKER_LOGGER) and every topic. v0 knows client metrics only."""
+    supported = (CLIENT_METRICS_RESOURCE,) if ctx.api_version == 0 else LISTED_RESOURCE_TYPES
+    types = {int(t) for t in getattr(req, "resource_types", ())} or set(supported)
+    if not types <= set(supported):
+        return {"throttle_time": 0, "error_code": ErrorCode.unsupported_version, "config_resources": []}
+    image = ctx.image
+    brokers = [str(b.broker_id) for b in image.brokers.values() if b.endpoint(ctx.listener_name) is not None]
+    names_by_type = {
+        GROUP_RESOURCE: sorted(name for rtype, name in image.configs if rtype == GROUP_RESOURCE),
+        CLIENT_METRICS_RESOURCE: sorted(name for rtype, name in image.configs if rtype == CLIENT_METRICS_RESOURCE),
+        BROKER_LOGGER_RESOURCE: brokers,
+        BROKER_RESOURCE: brokers,
+        TOPIC_RESOURCE: sorted(image.topics_by_name),
+    }
+    resources = [
+        {"resource_name": name, "resource_type": rtype}
+        for rtype in LISTED_RESOURCE_TYPES
+        if rtype in types
+        for name in names_by_type[rtype]
+    ]
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "config_resources": resources}
