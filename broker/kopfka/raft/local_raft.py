@@ -13,6 +13,7 @@ import logging
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from kopfka.config.log_config import LogConfig
 from kopfka.metadata import records as mr
@@ -48,8 +49,11 @@ def read_committed_batches(log_: UnifiedLog, start: int, end: int) -> list[Commi
             if header.base_offset >= end:
                 return out
             recs = tuple(mr.decode(r.value or b"") for r in decode_records(data, header))
-            out.append(CommittedBatch(header.base_offset, header.last_offset,
-                                      header.partition_leader_epoch, header.max_timestamp, recs))
+            out.append(
+                CommittedBatch(
+                    header.base_offset, header.last_offset, header.partition_leader_epoch, header.max_timestamp, recs
+                )
+            )
             offset = header.next_offset
             progressed = True
         if not progressed:
@@ -73,9 +77,18 @@ class LocalRaftClient:
                 epoch = 0
         self.epoch = epoch + 1
         tmp = state_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"leaderId": node_id, "leaderEpoch": self.epoch, "votedId": node_id,
-                                   "appliedOffset": 0, "currentVoters": [{"voterId": node_id}],
-                                   "data_version": 0}))
+        tmp.write_text(
+            json.dumps(
+                {
+                    "leaderId": node_id,
+                    "leaderEpoch": self.epoch,
+                    "votedId": node_id,
+                    "appliedOffset": 0,
+                    "currentVoters": [{"voterId": node_id}],
+                    "data_version": 0,
+                }
+            )
+        )
         os.replace(tmp, state_path)
         config = LogConfig.defaults(**{"segment.bytes": segment_bytes})
         self.log = UnifiedLog.load(self.dir, config, topic_id=METADATA_TOPIC_ID)
@@ -99,6 +112,34 @@ class LocalRaftClient:
     @property
     def high_watermark(self) -> int:
         return self.log.high_watermark
+
+    def describe_quorum(self, endpoint: tuple[str, int] | None) -> dict[str, Any]:
+        """DescribeQuorum of the in-process single-voter quorum: this node leads and is the only voter."""
+        now = int(time.time() * 1000)
+        me = {
+            "replica_id": self.node_id,
+            "replica_directory_id": None,
+            "log_end_offset": self.log.log_end_offset,
+            "last_fetch_timestamp": now,
+            "last_caught_up_timestamp": now,
+        }
+        partition = {
+            "partition_index": 0,
+            "error_code": 0,
+            "error_message": None,
+            "leader_id": self.node_id,
+            "leader_epoch": self.epoch,
+            "high_watermark": self.high_watermark,
+            "current_voters": [me],
+            "observers": [],
+        }
+        listeners = [{"name": "CONTROLLER", "host": endpoint[0], "port": endpoint[1]}] if endpoint else []
+        return {
+            "error_code": 0,
+            "error_message": None,
+            "topics": [{"topic_name": "__cluster_metadata", "partitions": [partition]}],
+            "nodes": [{"node_id": self.node_id, "listeners": listeners}],
+        }
 
     async def append(self, records: list[mr.MetadataRecord]) -> int:
         if not records:

@@ -67,8 +67,15 @@ class RemoteController:
         self.backoff = retry_backoff_s
         self.peers = RaftPeers(request_timeout_s=max(2.0, timeout_s / 3))
 
-    async def _call(self, api_key: int, version: int, body: dict[str, Any], *, timeout: float | None = None,
-                    maybe_applied: list[str] | None = None) -> Any:
+    async def _call(
+        self,
+        api_key: int,
+        version: int,
+        body: dict[str, Any],
+        *,
+        timeout: float | None = None,
+        maybe_applied: list[str] | None = None,
+    ) -> Any:
         deadline = time.monotonic() + (timeout or self.timeout)
         last: str = "no active controller known"
         while True:
@@ -99,6 +106,11 @@ class RemoteController:
             if time.monotonic() >= deadline:
                 raise KafkaError(ErrorCode.request_timed_out, f"controller request {api_key} timed out: {last}")
             await asyncio.sleep(self.backoff)
+
+    async def forward(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
+        """Send a client's request on to the active controller and return its answer (the
+        forwarding Kafka's brokers do for controller-bound APIs such as DescribeQuorum)."""
+        return await self._call(api_key, version, body)
 
     async def _await_image(self, cond: Callable[[MetadataImage], bool], timeout: float = 3.0) -> None:
         """Let the broker's own image reach a change it just made (read-your-writes for clients)."""
@@ -136,8 +148,14 @@ class RemoteController:
         by_name = {s.name: s for s in specs}
         for t in resp.topics:
             ok = t.error_code == ErrorCode.none
-            if (t.error_code == ErrorCode.topic_already_exists and maybe_applied and not validate_only
-                    and before is not None and t.name not in before and t.name in by_name):
+            if (
+                t.error_code == ErrorCode.topic_already_exists
+                and maybe_applied
+                and not validate_only
+                and before is not None
+                and t.name not in before
+                and t.name in by_name
+            ):
                 own = await self._own_earlier_creation(by_name[t.name])
                 if own is not None:
                     out.append(own)
@@ -234,8 +252,9 @@ class RemoteController:
         }
         resp = await self._call(49, 1, body)
         return [
-            QuotaResult(tuple((c.entity_type, c.entity_name) for c in r.entity), ErrorCode(int(r.error_code)),
-                        r.error_message)
+            QuotaResult(
+                tuple((c.entity_type, c.entity_name) for c in r.entity), ErrorCode(int(r.error_code)), r.error_message
+            )
             for r in resp.entries
         ]
 
@@ -379,68 +398,115 @@ class RemoteController:
         }
 
     # --- replication ----------------------------------------------------------------------------
-    async def alter_partition(self, broker_id: int, broker_epoch: int, topic_id: str, partition: int,
-                              leader_epoch: int, partition_epoch: int,
-                              new_isr: list[tuple[int, int]]) -> AlterPartitionResult:
+    async def alter_partition(
+        self,
+        broker_id: int,
+        broker_epoch: int,
+        topic_id: str,
+        partition: int,
+        leader_epoch: int,
+        partition_epoch: int,
+        new_isr: list[tuple[int, int]],
+    ) -> AlterPartitionResult:
         body = {
             "broker_id": broker_id,
             "broker_epoch": broker_epoch,
-            "topics": [{"topic_id": uuids.from_str(topic_id), "partitions": [{
-                "partition_index": partition, "leader_epoch": leader_epoch,
-                "new_isr_with_epochs": [{"broker_id": b, "broker_epoch": e} for b, e in new_isr],
-                "leader_recovery_state": 0, "partition_epoch": partition_epoch}]}],
+            "topics": [
+                {
+                    "topic_id": uuids.from_str(topic_id),
+                    "partitions": [
+                        {
+                            "partition_index": partition,
+                            "leader_epoch": leader_epoch,
+                            "new_isr_with_epochs": [{"broker_id": b, "broker_epoch": e} for b, e in new_isr],
+                            "leader_recovery_state": 0,
+                            "partition_epoch": partition_epoch,
+                        }
+                    ],
+                }
+            ],
         }
         resp = await self._call(56, 3, body, timeout=5.0)
         if resp.error_code != ErrorCode.none:
             return AlterPartitionResult(resp.error_code)
         for t in resp.topics:
             for p in t.partitions:
-                return AlterPartitionResult(p.error_code, int(p.leader_id), int(p.leader_epoch),
-                                            tuple(int(b) for b in p.isr), int(p.partition_epoch))
+                return AlterPartitionResult(
+                    p.error_code,
+                    int(p.leader_id),
+                    int(p.leader_epoch),
+                    tuple(int(b) for b in p.isr),
+                    int(p.partition_epoch),
+                )
         return AlterPartitionResult(ErrorCode.unknown_server_error)
 
     async def elect_leaders(self, election_type: int, wanted: list[tuple[str, int]] | None) -> list[PartitionOutcome]:
         topics: dict[str, list[int]] = {}
         for name, pid in wanted or ():
             topics.setdefault(name, []).append(pid)
-        body = {"election_type": election_type, "timeout": int(self.timeout * 1000),
-                "topic_partitions": None if wanted is None else [{"topic": n, "partitions": ps}
-                                                                   for n, ps in topics.items()]}
+        body = {
+            "election_type": election_type,
+            "timeout": int(self.timeout * 1000),
+            "topic_partitions": None
+            if wanted is None
+            else [{"topic": n, "partitions": ps} for n, ps in topics.items()],
+        }
         resp = await self._call(43, 2, body)
         if resp.error_code != ErrorCode.none:
             raise KafkaError(resp.error_code, resp.error_code.name)
-        out = [PartitionOutcome(r.topic, int(p.partition_id), p.error_code, p.error_message)
-               for r in resp.replica_election_results for p in r.partition_result]
-        await self._await_image(lambda img: all(
-            (t := img.topics_by_name.get(o.topic)) is None or (pr := t.partitions.get(o.partition)) is None
-            or pr.leader == pr.replicas[0] for o in out if o.error == ErrorCode.none and election_type == 0))
+        out = [
+            PartitionOutcome(r.topic, int(p.partition_id), p.error_code, p.error_message)
+            for r in resp.replica_election_results
+            for p in r.partition_result
+        ]
+        await self._await_image(
+            lambda img: all(
+                (t := img.topics_by_name.get(o.topic)) is None
+                or (pr := t.partitions.get(o.partition)) is None
+                or pr.leader == pr.replicas[0]
+                for o in out
+                if o.error == ErrorCode.none and election_type == 0
+            )
+        )
         return out
 
     async def alter_partition_reassignments(
-            self, items: list[tuple[str, int, list[int] | None]]) -> list[PartitionOutcome]:
+        self, items: list[tuple[str, int, list[int] | None]]
+    ) -> list[PartitionOutcome]:
         topics: dict[str, list[dict[str, Any]]] = {}
         for name, pid, replicas in items:
             topics.setdefault(name, []).append({"partition_index": pid, "replicas": replicas})
-        body = {"timeout": int(self.timeout * 1000),
-                "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()]}
+        body = {
+            "timeout": int(self.timeout * 1000),
+            "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()],
+        }
         resp = await self._call(45, 0, body)
         if resp.error_code != ErrorCode.none:
             raise KafkaError(resp.error_code, resp.error_message or resp.error_code.name)
-        return [PartitionOutcome(t.name, int(p.partition_index), p.error_code, p.error_message)
-                for t in resp.responses for p in t.partitions]
+        return [
+            PartitionOutcome(t.name, int(p.partition_index), p.error_code, p.error_message)
+            for t in resp.responses
+            for p in t.partitions
+        ]
 
     async def list_partition_reassignments(self, wanted: list[tuple[str, int]] | None) -> list[OngoingReassignment]:
         topics: dict[str, list[int]] = {}
         for name, pid in wanted or ():
             topics.setdefault(name, []).append(pid)
-        body = {"timeout": int(self.timeout * 1000),
-                "topics": None if wanted is None
-                else [{"name": n, "partition_indexes": ps} for n, ps in topics.items()]}
+        body = {
+            "timeout": int(self.timeout * 1000),
+            "topics": None if wanted is None else [{"name": n, "partition_indexes": ps} for n, ps in topics.items()],
+        }
         resp = await self._call(46, 0, body)
         if resp.error_code != ErrorCode.none:
             raise KafkaError(resp.error_code, resp.error_message or resp.error_code.name)
-        return [OngoingReassignment(t.name, int(p.partition_index), tuple(p.replicas), tuple(p.adding_replicas),
-                                    tuple(p.removing_replicas)) for t in resp.topics for p in t.partitions]
+        return [
+            OngoingReassignment(
+                t.name, int(p.partition_index), tuple(p.replicas), tuple(p.adding_replicas), tuple(p.removing_replicas)
+            )
+            for t in resp.topics
+            for p in t.partitions
+        ]
 
 
 def _registration_message(code: ErrorCode, broker_id: int) -> str:

@@ -1,0 +1,55 @@
+"""DescribeQuorum sent to a broker: forwarded to the active controller, as Kafka's brokers do, so
+`kafka-metadata-quorum --bootstrap-server` and admin clients' describeMetadataQuorum work
+against brokers. The embedded single-node default answers from its in-process quorum."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from typing import Any
+
+from kopfka.protocol.api_versions import EXTRA_APIS
+from kopfka.protocol.errors import ErrorCode, KafkaError
+from kopfka.server.apis.registry import api
+from kopfka.server.request_context import RequestContext
+
+DESCRIBE_QUORUM = 55
+EXTRA_APIS[DESCRIBE_QUORUM] = (0, 2)
+
+
+def as_dict(entity: Any) -> dict[str, Any]:
+    """A kio entity as the plain dict the response builder takes."""
+    return dataclasses.asdict(entity)
+
+
+def _leader_moved(resp: Any) -> bool:
+    return any(
+        int(p.error_code) == ErrorCode.not_leader_or_follower for t in getattr(resp, "topics", ()) for p in t.partitions
+    )
+
+
+def _voter_endpoint(ctx: RequestContext) -> tuple[str, int] | None:
+    for v in ctx.services.config["controller.quorum.voters"]:
+        node, _, hostport = v.partition("@")
+        if int(node) == ctx.services.node_id:
+            host, _, port = hostport.rpartition(":")
+            return host.strip("[]"), int(port)
+    return None
+
+
+@api(DESCRIBE_QUORUM)
+async def handle_describe_quorum(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    controller = ctx.services.controller
+    forward = getattr(controller, "forward", None)
+    if forward is None:  # the in-process quorum of the embedded default
+        return controller.raft.describe_quorum(_voter_endpoint(ctx))  # type: ignore[no-any-return]
+    deadline = time.monotonic() + int(ctx.services.config["request.timeout.ms"]) / 1000
+    try:
+        while True:
+            resp = await forward(DESCRIBE_QUORUM, ctx.api_version, as_dict(req))
+            if not _leader_moved(resp) or time.monotonic() >= deadline:
+                return as_dict(resp)
+            await asyncio.sleep(0.05)  # the leader changed under us: ask the new one
+    except KafkaError as exc:
+        return {"error_code": exc.code, "error_message": str(exc), "topics": [], "nodes": []}
