@@ -30,9 +30,10 @@ class FakeController:
         return {(t, p): ErrorCode.none for _, t, p in assignments}
 
 
-def image(directories: tuple[str, ...] = ()) -> MetadataImage:
+def image(directories: tuple[str, ...] = (), metadata_version: int = 30) -> MetadataImage:
     return replay(
         [
+            mr.FeatureLevelRecord("metadata.version", metadata_version),
             mr.TopicRecord("t", TID),
             mr.PartitionRecord(0, TID, (1,), (1,), 1, directories=directories),
             mr.PartitionRecord(1, TID, (2,), (2,), 2),  # not ours
@@ -55,6 +56,7 @@ def test_reconcile_retries_with_backoff_until_recorded() -> None:
         ctl = FakeController(fail_first=2)
         img = [image()]
         m = manager(ctl, img)
+        assert m.reconcile(image(metadata_version=16)) == 0  # no directory assignment before 3.7-IV2 (17)
         assert m.reconcile() == 1  # partition 1 is not ours
         m.start()
         for _ in range(200):

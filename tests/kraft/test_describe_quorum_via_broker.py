@@ -1,6 +1,7 @@
-"""DescribeQuorum sent to a broker is forwarded to the active controller, as Kafka's brokers do:
-Kafka's `kafka-metadata-quorum --bootstrap-server` and the Java admin client's
-describeMetadataQuorum work against a broker (a KRaft cluster, and the embedded default)."""
+"""DescribeQuorum (and UpdateFeatures) sent to a broker are forwarded to the active controller, as
+Kafka's brokers do: Kafka's `kafka-metadata-quorum --bootstrap-server` and the Java admin
+client's describeMetadataQuorum/updateFeatures work against a broker (a KRaft cluster, and the
+embedded default)."""
 
 from __future__ import annotations
 
@@ -30,8 +31,18 @@ def test_kafka_metadata_quorum_through_a_broker(make_cluster: Any, java_admin: J
     res = run_tool("kafka-metadata-quorum", "--bootstrap-server", broker.address, "describe", "--replication")
     rows = {int(line.split()[0]): line.split()[-1] for line in res.stdout.strip().splitlines()[1:]}
     assert rows == {controller.node_id: "Leader", broker.node_id: "Observer"}
-    (q,) = java_admin.run(broker.address, ["describe-quorum"])
+    q, features, upgrade, downgrade = java_admin.run(
+        broker.address,
+        ["describe-quorum"],
+        ["describe-features"],
+        ["update-features", "metadata.version=30", "UPGRADE", "validate"],
+        ["update-features", "metadata.version=29", "SAFE_DOWNGRADE"],
+    )
     assert q["ok"]["leader_id"] == controller.node_id and [v[0] for v in q["ok"]["voters"]] == [controller.node_id]
+    # UpdateFeatures is forwarded the same way; the controller's answer comes back to the client
+    assert features["ok"]["finalized"]["metadata.version"] == [30, 30]
+    assert upgrade["ok"] == "updated"
+    assert downgrade["error"] == "InvalidUpdateVersionException" and "delete metadata" in downgrade["message"]
 
 
 def test_kafka_metadata_quorum_against_the_embedded_default(tmp_path: Path) -> None:

@@ -27,6 +27,15 @@ from kopfka.controller.topic_validation import (
     validate_topic_name,
 )
 from kopfka.metadata import records as mr
+from kopfka.metadata.features import (
+    KRAFT_VERSION,
+    SUPPORTED_FEATURES,
+    cordoned_log_dirs_supported,
+    directory_assignment_supported,
+    downgrade_loses_metadata,
+    metadata_transactions_supported,
+    reason_not_supported,
+)
 from kopfka.metadata.image import (
     BROKER_RESOURCE,
     METADATA_VERSION,
@@ -517,7 +526,7 @@ class QuorumController:
             raise KafkaError(ErrorCode.not_controller, "this node is not the active controller")
 
     async def _write(self, records: list[mr.MetadataRecord]) -> int:
-        if len(records) > 1000:
+        if len(records) > 1000 and metadata_transactions_supported(self.image.features):
             records = [mr.BeginTransactionRecord("bulk"), *records, mr.EndTransactionRecord()]
         return await self.raft.append(records)
 
@@ -847,13 +856,21 @@ class QuorumController:
         rack: str | None,
         log_dirs: tuple[str, ...],
         cluster_id: str,
+        features: tuple[tuple[str, int, int], ...] | None = None,
     ) -> int:
+        """`features` are the broker's supported (name, min, max) levels; an in-process broker
+        (None) is this binary. Each must include the finalized level, as Kafka checks."""
+        if features is None:
+            features = tuple((n, lo, hi) for n, (lo, hi) in SUPPORTED_FEATURES.items())
         async with self._lock:
             self._check_active()
             if cluster_id != self.cluster_id:
                 raise KafkaError(
                     ErrorCode.inconsistent_cluster_id, f"Expected cluster id {self.cluster_id}, got {cluster_id}"
                 )
+            self._check_registration_features(features)
+            if not directory_assignment_supported(self.image.features):
+                log_dirs = ()  # not recorded before 3.7-IV2, as Kafka
             existing = self.image.brokers.get(broker_id)
             if existing is not None and existing.incarnation_id != incarnation_id:
                 last = self._last_heartbeat.get(broker_id)
@@ -868,13 +885,84 @@ class QuorumController:
             moved = self._move_leadership_off(broker_id, keep_sole=True) if existing is not None else []
             offset = await self._write(
                 [
-                    mr.RegisterBrokerRecord(broker_id, incarnation_id, epoch, endpoints, rack, True, False, log_dirs),
+                    mr.RegisterBrokerRecord(
+                        broker_id, incarnation_id, epoch, endpoints, rack, True, False, log_dirs, features
+                    ),
                     *moved,
                 ]
             )
             self._registration_offsets[broker_id] = offset
             self._last_heartbeat[broker_id] = time.monotonic()
             return epoch
+
+    def _check_registration_features(self, features: tuple[tuple[str, int, int], ...]) -> None:
+        """Kafka's processRegistrationFeature: every finalized feature (metadata.version defaults to
+        1, others to 0 when the broker does not name them) must be within the broker's range."""
+        offered = {name: (lo, hi) for name, lo, hi in features}
+        offered.setdefault(METADATA_VERSION, (1, 1))
+        finalized = {METADATA_VERSION: 1, **self.image.features}
+        for name in {*offered, *finalized}:
+            level = finalized.get(name, 0)
+            lo, hi = offered.get(name, (0, 0))
+            if not lo <= level <= hi:
+                raise KafkaError(
+                    ErrorCode.unsupported_version,
+                    f"Unable to register because the broker does not support finalized version {level} of "
+                    f"{name}. The broker wants a version between {lo} and {hi}, inclusive.",
+                )
+
+    # --- UpdateFeatures (KIP-584) -----------------------------------------------------------------
+    async def update_features(
+        self, updates: list[tuple[str, int, int]], *, validate_only: bool = False
+    ) -> tuple[ErrorCode, str | None]:
+        """Change finalized feature levels, all or none, with Kafka's FeatureControlManager rules:
+        `updates` are (feature, level, upgrade type 1=UPGRADE 2=SAFE_DOWNGRADE 3=UNSAFE_DOWNGRADE);
+        every registered broker and this controller must support the level, and a metadata.version
+        downgrade across a level that changed the records is refused."""
+        async with self._lock:
+            self._check_active()
+            records: list[mr.MetadataRecord] = []
+            for name, level, upgrade_type in updates:
+                reason = self._feature_update_problem(name, level, upgrade_type)
+                if reason is not None:
+                    message = f"Invalid update version {level} for feature {name}. {reason}"
+                    log.warning("[QuorumController id=%d] %s", self.node_id, message)
+                    return ErrorCode.invalid_update_version, message
+                if level != self.image.features.get(name, 0):
+                    records.append(mr.FeatureLevelRecord(name, level))
+            if records and not validate_only:
+                log.warning("[QuorumController id=%d] updating features: %s", self.node_id, records)
+                await self._write(records)
+            return ErrorCode.none, None
+
+    def _feature_update_problem(self, name: str, level: int, upgrade_type: int) -> str | None:
+        if upgrade_type not in (1, 2, 3):
+            return "The controller does not support the given upgrade type."
+        current = self.image.features.get(name, 0)
+        if level < 0:
+            return "A feature version cannot be less than 0."
+        reason = reason_not_supported(level, SUPPORTED_FEATURES.get(name), f"Local controller {self.node_id}")
+        if reason is not None:
+            return reason
+        for b in sorted(self.image.brokers.values(), key=lambda b: b.broker_id):
+            ranges = {n: (lo, hi) for n, lo, hi in b.supported_features}
+            reason = reason_not_supported(level, ranges.get(name), f"Broker {b.broker_id}")
+            if reason is not None:
+                return reason
+        if level < current and upgrade_type == 1:
+            return (
+                "Can't downgrade the version of this feature without setting the upgrade type to either safe or "
+                "unsafe downgrade."
+            )
+        if level > current and upgrade_type != 1:
+            return "Can't downgrade to a newer version."
+        if name == KRAFT_VERSION and level != current:
+            return "kopfka cannot change kraft.version on a running quorum yet."
+        if name == METADATA_VERSION and level < current and downgrade_loses_metadata(current, level):
+            if upgrade_type == 3:
+                return "Unsafe metadata downgrade is not supported in this version."
+            return "Refusing to perform the requested downgrade because it might delete metadata information."
+        return None
 
     async def broker_heartbeat(
         self,
@@ -955,8 +1043,10 @@ class QuorumController:
                     b.broker_id, b.epoch, log_dirs=tuple(d for d in b.log_dirs if d not in gone)
                 )
             )
-        if cordoned is not None and (
-            b.cordoned_log_dirs is None or tuple(sorted(cordoned)) != tuple(sorted(b.cordoned_log_dirs))
+        if (
+            cordoned is not None
+            and cordoned_log_dirs_supported(self.image.features)
+            and (b.cordoned_log_dirs is None or tuple(sorted(cordoned)) != tuple(sorted(b.cordoned_log_dirs)))
         ):
             out.append(
                 mr.BrokerRegistrationChangeRecord(b.broker_id, b.epoch, cordoned_log_dirs=tuple(sorted(cordoned)))
@@ -1043,6 +1133,8 @@ class QuorumController:
                 raise KafkaError(
                     ErrorCode.stale_broker_epoch, f"Broker {broker_id} epoch {broker_epoch} is not current"
                 )
+            if not directory_assignment_supported(self.image.features):
+                raise KafkaError(ErrorCode.unsupported_version, "Directory assignment is not supported yet.")
             out: dict[tuple[str, int], ErrorCode] = {}
             records: list[mr.MetadataRecord] = []
             for dir_id, topic_id, pid in assignments:

@@ -11,35 +11,18 @@ import time
 from pathlib import Path
 
 from kopfka.metadata import records as mr
+from kopfka.metadata.features import (  # noqa: F401  (re-exported for the format CLI)
+    KRAFT_VERSION,
+    LATEST_PRODUCTION_RELEASE,
+    METADATA_VERSION,
+    RELEASE_LEVELS,
+    metadata_level_for,
+)
 from kopfka.protocol.record_codec import Record, decode_records, encode_batch
 from kopfka.protocol.records import iter_batches
 from kopfka.storage.checkpoint import atomic_write
 
 BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
-
-# release -> metadata.version feature level (MetadataVersion's levels per Kafka release line)
-RELEASE_LEVELS = {
-    "3.3": 7,
-    "3.4": 8,
-    "3.5": 11,
-    "3.6": 14,
-    "3.7": 19,
-    "3.8": 20,
-    "3.9": 21,
-    "4.0": 25,
-    "4.1": 27,
-    "4.2": 28,
-    "4.3": 30,
-}
-LATEST_PRODUCTION_RELEASE = "4.3"
-KRAFT_VERSION = "kraft.version"
-
-
-def metadata_level_for(release: str) -> int:
-    short = ".".join(release.split("-")[0].split(".")[:2])
-    if short not in RELEASE_LEVELS:
-        raise ValueError(f"Unknown release version {release!r}; known: {', '.join(RELEASE_LEVELS)}")
-    return RELEASE_LEVELS[short]
 
 
 def bootstrap_records(
@@ -49,7 +32,7 @@ def bootstrap_records(
     voters: tuple[tuple[int, str, str, int], ...] = (),
 ) -> list[mr.MetadataRecord]:
     recs: list[mr.MetadataRecord] = [
-        mr.FeatureLevelRecord("metadata.version", metadata_level_for(release)),
+        mr.FeatureLevelRecord(METADATA_VERSION, metadata_level_for(release)),
         mr.FeatureLevelRecord(KRAFT_VERSION, kraft_version),
     ]
     if voters:

@@ -123,6 +123,7 @@ class BrokerRegistration:
     in_controlled_shutdown: bool
     log_dirs: tuple[str, ...]
     cordoned_log_dirs: tuple[str, ...] | None = None
+    supported_features: tuple[tuple[str, int, int], ...] = ()  # (name, min, max) from its registration
 
     def endpoint(self, listener: str) -> r.Endpoint | None:
         for e in self.endpoints:
@@ -191,6 +192,7 @@ class MetadataImage:
                 b.fenced,
                 b.in_controlled_shutdown,
                 b.log_dirs,
+                b.supported_features,
             )
             if b.cordoned_log_dirs is not None:
                 yield r.BrokerRegistrationChangeRecord(b.broker_id, b.epoch, cordoned_log_dirs=b.cordoned_log_dirs)
@@ -281,6 +283,7 @@ class MetadataDelta:
                 rec.fenced,
                 rec.in_controlled_shutdown,
                 rec.log_dirs,
+                supported_features=rec.features,
             )
             self.changed_brokers.add(rec.broker_id)
         elif isinstance(rec, r.UnregisterBrokerRecord):

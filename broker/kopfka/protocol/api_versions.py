@@ -55,6 +55,7 @@ CONTROLLER_APIS: dict[int, tuple[int, int]] = {
     53: (0, 1),  # BeginQuorumEpoch
     54: (0, 1),  # EndQuorumEpoch
     55: (0, 2),  # DescribeQuorum
+    57: (0, 2),  # UpdateFeatures (forwarded by brokers)
     59: (0, 1),  # FetchSnapshot
     62: (0, 4),  # BrokerRegistration
     63: (0, 2),  # BrokerHeartbeat

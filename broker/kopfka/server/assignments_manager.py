@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from kopfka.metadata.features import directory_assignment_supported
 from kopfka.metadata.image import MetadataImage
 from kopfka.protocol.errors import ErrorCode, KafkaError
 
@@ -80,6 +81,8 @@ class AssignmentsManager:
     def reconcile(self, image: MetadataImage | None = None) -> int:
         """Queue an intent for each local log whose dir differs from what the controller recorded."""
         image = image or self.image()
+        if not directory_assignment_supported(image.features):
+            return 0  # directories are recorded from metadata.version 3.7-IV2 on, as in Kafka
         dir_ids: dict[Any, str] = dict(self.log_manager.directory_ids)
         queued = 0
         for (name, partition), ulog in list(self.log_manager.current_logs.items()):

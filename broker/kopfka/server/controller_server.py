@@ -23,11 +23,14 @@ from kio.serial import entity_reader
 from kopfka import uuids
 from kopfka.controller.quorum_controller import CreateTopicSpec, QuorumController
 from kopfka.metadata import records as mr
+from kopfka.metadata.features import supported_features_list
 from kopfka.protocol.api_versions import API_VERSIONS_KEY, CONTROLLER_APIS
 from kopfka.protocol.entity_builder import build
 from kopfka.protocol.errors import ErrorCode, KafkaError
 from kopfka.protocol.framing import encode_response, peek_header
 from kopfka.raft.kafka_raft import KafkaRaftClient
+from kopfka.server.apis.features import feature_updates, update_features_response
+from kopfka.server.apis.quotas import alter_client_quotas_response
 from kopfka.server.network import Connection, KafkaNetworkServer
 
 log = logging.getLogger(__name__)
@@ -107,10 +110,7 @@ def _api_versions(error: ErrorCode = ErrorCode.none) -> dict[str, Any]:
         "api_keys": [
             {"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(CONTROLLER_APIS.items())
         ],
-        "supported_features": [
-            {"name": "metadata.version", "min_version": 7, "max_version": 30},
-            {"name": "kraft.version", "min_version": 0, "max_version": 1},
-        ],
+        "supported_features": supported_features_list(),
         "finalized_features_epoch": -1,
         "finalized_features": [],
         "zk_migration_ready": False,
@@ -175,6 +175,16 @@ async def _h_remove_voter(svc: ControllerServices, v: int, req: Any) -> dict[str
 
 
 # --- broker lifecycle RPCs ------------------------------------------------------------------------
+@controller_api(57)
+async def _h_update_features(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
+    updates = feature_updates(req, v)
+    try:
+        code, message = await svc.controller.update_features(updates, validate_only=bool(req.validate_only))
+    except KafkaError as exc:  # NOT_CONTROLLER: the forwarding broker retries at the active one
+        code, message = exc.code, str(exc)
+    return update_features_response([u[0] for u in updates], code, message)
+
+
 @controller_api(62)
 async def _h_register(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
     endpoints = tuple(
@@ -183,8 +193,9 @@ async def _h_register(svc: ControllerServices, v: int, req: Any) -> dict[str, An
     )
     log_dirs = tuple(uuids.to_str(d) for d in getattr(req, "log_dirs", ()) if d is not None)
     try:
+        features = tuple((f.name, int(f.min_supported_version), int(f.max_supported_version)) for f in req.features)
         epoch = await svc.controller.register_broker(
-            int(req.broker_id), str(req.incarnation_id), endpoints, req.rack, log_dirs, req.cluster_id
+            int(req.broker_id), str(req.incarnation_id), endpoints, req.rack, log_dirs, req.cluster_id, features
         )
         return {"throttle_time": 0, "error_code": ErrorCode.none, "broker_epoch": epoch}
     except KafkaError as exc:
@@ -431,13 +442,18 @@ async def _h_alter_client_quotas(svc: ControllerServices, v: int, req: Any) -> d
     try:
         results = await svc.controller.alter_client_quotas(alterations, bool(req.validate_only))
     except KafkaError as exc:
-        return {"throttle_time": 0, "entries": [
-            {"error_code": exc.code, "error_message": exc.message,
-             "entity": [{"entity_type": e.entity_type, "entity_name": e.entity_name} for e in entry.entity]}
-            for entry in req.entries]}
-    return {"throttle_time": 0, "entries": [
-        {"error_code": r.error, "error_message": r.message,
-         "entity": [{"entity_type": t, "entity_name": n} for t, n in r.entity]} for r in results]}
+        return {
+            "throttle_time": 0,
+            "entries": [
+                {
+                    "error_code": exc.code,
+                    "error_message": exc.message,
+                    "entity": [{"entity_type": e.entity_type, "entity_name": e.entity_name} for e in entry.entity],
+                }
+                for entry in req.entries
+            ],
+        }
+    return alter_client_quotas_response(results)
 
 
 # --- replication ----------------------------------------------------------------------------------
@@ -453,11 +469,25 @@ async def _h_alter_partition(svc: ControllerServices, v: int, req: Any) -> dict[
                 else:
                     isr = [(int(b), -1) for b in p.new_isr]
                 r = await svc.controller.alter_partition(
-                    int(req.broker_id), int(req.broker_epoch), uuids.to_str(t.topic_id), int(p.partition_index),
-                    int(p.leader_epoch), int(p.partition_epoch), isr)
-                parts.append({"partition_index": p.partition_index, "error_code": r.error, "leader_id": r.leader,
-                              "leader_epoch": r.leader_epoch, "isr": list(r.isr), "leader_recovery_state": 0,
-                              "partition_epoch": r.partition_epoch})
+                    int(req.broker_id),
+                    int(req.broker_epoch),
+                    uuids.to_str(t.topic_id),
+                    int(p.partition_index),
+                    int(p.leader_epoch),
+                    int(p.partition_epoch),
+                    isr,
+                )
+                parts.append(
+                    {
+                        "partition_index": p.partition_index,
+                        "error_code": r.error,
+                        "leader_id": r.leader,
+                        "leader_epoch": r.leader_epoch,
+                        "isr": list(r.isr),
+                        "leader_recovery_state": 0,
+                        "partition_epoch": r.partition_epoch,
+                    }
+                )
             topics.append({"topic_id": t.topic_id, "partitions": parts})
     except KafkaError as exc:
         return {"throttle_time": 0, "error_code": exc.code, "topics": []}
@@ -466,8 +496,11 @@ async def _h_alter_partition(svc: ControllerServices, v: int, req: Any) -> dict[
 
 @controller_api(43)
 async def _h_elect_leaders(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
-    wanted = None if req.topic_partitions is None else [
-        (t.topic, int(p)) for t in req.topic_partitions for p in t.partitions]
+    wanted = (
+        None
+        if req.topic_partitions is None
+        else [(t.topic, int(p)) for t in req.topic_partitions for p in t.partitions]
+    )
     try:
         results = await svc.controller.elect_leaders(int(getattr(req, "election_type", 0)), wanted)
     except KafkaError as exc:
@@ -475,15 +508,22 @@ async def _h_elect_leaders(svc: ControllerServices, v: int, req: Any) -> dict[st
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for r in results:
         by_topic.setdefault(r.topic, []).append(
-            {"partition_id": r.partition, "error_code": r.error, "error_message": r.message})
-    return {"throttle_time": 0, "error_code": ErrorCode.none,
-            "replica_election_results": [{"topic": t, "partition_result": ps} for t, ps in by_topic.items()]}
+            {"partition_id": r.partition, "error_code": r.error, "error_message": r.message}
+        )
+    return {
+        "throttle_time": 0,
+        "error_code": ErrorCode.none,
+        "replica_election_results": [{"topic": t, "partition_result": ps} for t, ps in by_topic.items()],
+    }
 
 
 @controller_api(45)
 async def _h_alter_reassignments(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
-    items = [(t.name, int(p.partition_index), None if p.replicas is None else [int(r) for r in p.replicas])
-             for t in req.topics for p in t.partitions]
+    items = [
+        (t.name, int(p.partition_index), None if p.replicas is None else [int(r) for r in p.replicas])
+        for t in req.topics
+        for p in t.partitions
+    ]
     try:
         results = await svc.controller.alter_partition_reassignments(items)
     except KafkaError as exc:
@@ -491,9 +531,14 @@ async def _h_alter_reassignments(svc: ControllerServices, v: int, req: Any) -> d
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for r in results:
         by_topic.setdefault(r.topic, []).append(
-            {"partition_index": r.partition, "error_code": r.error, "error_message": r.message})
-    return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
-            "responses": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+            {"partition_index": r.partition, "error_code": r.error, "error_message": r.message}
+        )
+    return {
+        "throttle_time": 0,
+        "error_code": ErrorCode.none,
+        "error_message": None,
+        "responses": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+    }
 
 
 @controller_api(46)
@@ -506,7 +551,16 @@ async def _h_list_reassignments(svc: ControllerServices, v: int, req: Any) -> di
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for o in ongoing:
         by_topic.setdefault(o.topic, []).append(
-            {"partition_index": o.partition, "replicas": list(o.replicas), "adding_replicas": list(o.adding),
-             "removing_replicas": list(o.removing)})
-    return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
-            "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+            {
+                "partition_index": o.partition,
+                "replicas": list(o.replicas),
+                "adding_replicas": list(o.adding),
+                "removing_replicas": list(o.removing),
+            }
+        )
+    return {
+        "throttle_time": 0,
+        "error_code": ErrorCode.none,
+        "error_message": None,
+        "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+    }

@@ -27,6 +27,7 @@ from kopfka.controller.quorum_controller import (
     ResultEntry,
 )
 from kopfka.metadata import records as mr
+from kopfka.metadata.features import SUPPORTED_FEATURES
 from kopfka.metadata.image import MetadataImage
 from kopfka.protocol.errors import ErrorCode, KafkaError
 from kopfka.raft.kafka_raft import KafkaRaftClient, RaftPeers
@@ -106,6 +107,17 @@ class RemoteController:
             if time.monotonic() >= deadline:
                 raise KafkaError(ErrorCode.request_timed_out, f"controller request {api_key} timed out: {last}")
             await asyncio.sleep(self.backoff)
+
+    async def update_features(
+        self, updates: list[tuple[str, int, int]], *, validate_only: bool = False
+    ) -> tuple[ErrorCode, str | None]:
+        body = {
+            "timeout": 60000,
+            "feature_updates": [{"feature": n, "max_version_level": lvl, "upgrade_type": t} for n, lvl, t in updates],
+            "validate_only": validate_only,
+        }
+        resp = await self._call(57, 2, body)
+        return ErrorCode(int(resp.error_code)), resp.error_message
 
     async def forward(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
         """Send a client's request on to the active controller and return its answer (the
@@ -318,8 +330,8 @@ class RemoteController:
                 for e in endpoints
             ],
             "features": [
-                {"name": "metadata.version", "min_supported_version": 7, "max_supported_version": 30},
-                {"name": "kraft.version", "min_supported_version": 0, "max_supported_version": 1},
+                {"name": n, "min_supported_version": lo, "max_supported_version": hi}
+                for n, (lo, hi) in SUPPORTED_FEATURES.items()
             ],
             "rack": rack,
             "is_migrating_zk_broker": False,

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from kopfka.metadata.features import supported_features_list
 from kopfka.protocol.api_versions import supported_apis
 from kopfka.protocol.errors import ErrorCode
 from kopfka.server.apis.registry import api
 from kopfka.server.request_context import RequestContext
-
-# Feature levels this binary supports and has finalized (metadata.version 4.2-IV1 = 27..).
-SUPPORTED_FEATURES = {"metadata.version": (7, 27), "kraft.version": (0, 1)}
 
 
 def api_keys() -> list[dict[str, int]]:
@@ -33,9 +31,7 @@ async def handle_api_versions(ctx: RequestContext, req: Any) -> dict[str, Any]:
         "error_code": error,
         "api_keys": api_keys(),
         "throttle_time": 0,
-        "supported_features": [
-            {"name": n, "min_version": lo, "max_version": hi} for n, (lo, hi) in SUPPORTED_FEATURES.items()
-        ],
+        "supported_features": supported_features_list(),
         "finalized_features_epoch": image.provenance.last_offset,
         "finalized_features": [
             {"name": n, "max_version_level": v, "min_version_level": v} for n, v in image.features.items()

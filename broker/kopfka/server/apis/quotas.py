@@ -43,6 +43,11 @@ async def handle_alter_client_quotas(ctx: RequestContext, req: Any) -> dict[str,
         for entry in req.entries
     ]
     results = await ctx.services.controller.alter_client_quotas(alterations, bool(req.validate_only))
+    return alter_client_quotas_response(results)
+
+
+def alter_client_quotas_response(results: list[Any]) -> dict[str, Any]:
+    """The AlterClientQuotas response for QuotaResults (brokers and controllers answer alike)."""
     return {
         "throttle_time": 0,
         "entries": [

@@ -1,0 +1,88 @@
+"""Feature levels (KIP-584): what this binary supports, and what a finalized metadata.version allows.
+
+One table serves every place that speaks of versions: ApiVersions (broker and controller
+listeners), broker registration, `kopfka storage format` (bootstrap.checkpoint) and
+UpdateFeatures. The gates mirror Kafka's MetadataVersion: a capability whose records older
+nodes cannot read is used only once the finalized metadata.version has it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+METADATA_VERSION = "metadata.version"
+KRAFT_VERSION = "kraft.version"
+
+MINIMUM_METADATA_VERSION = 7  # 3.3-IV3: the first level with FeatureLevelRecord in the log
+LATEST_PRODUCTION_METADATA_VERSION = 30  # 4.3-IV0
+
+# release -> its last metadata.version level (what `--release-version 4.2` formats with)
+RELEASE_LEVELS = {
+    "3.3": 7,
+    "3.4": 8,
+    "3.5": 11,
+    "3.6": 14,
+    "3.7": 19,
+    "3.8": 20,
+    "3.9": 21,
+    "4.0": 25,
+    "4.1": 27,
+    "4.2": 29,
+    "4.3": 30,
+}
+LATEST_PRODUCTION_RELEASE = "4.3"
+
+# feature -> (min, max) level this binary supports; others (transaction.version, group.version,
+# share.version, ...) are added by the subsystems that implement them
+SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {
+    METADATA_VERSION: (MINIMUM_METADATA_VERSION, LATEST_PRODUCTION_METADATA_VERSION),
+    KRAFT_VERSION: (0, 1),
+}
+
+# levels that changed the metadata records (Kafka's didMetadataChange): a downgrade across one
+# could drop information, so it is refused
+_METADATA_CHANGED_AT = frozenset({7, 8, 11, 13, 14, 15, 17, 23, 30})
+
+
+def metadata_level_for(release: str) -> int:
+    short = ".".join(release.split("-")[0].split(".")[:2])
+    if short not in RELEASE_LEVELS:
+        raise ValueError(f"Unknown release version {release!r}; known: {', '.join(RELEASE_LEVELS)}")
+    return RELEASE_LEVELS[short]
+
+
+def supported_features_list() -> list[dict[str, int | str]]:
+    """SUPPORTED_FEATURES as ApiVersions' supported_features entries."""
+    return [{"name": n, "min_version": lo, "max_version": hi} for n, (lo, hi) in SUPPORTED_FEATURES.items()]
+
+
+def reason_not_supported(level: int, supported: tuple[int, int] | None, who: str) -> str | None:
+    """Why `who`, supporting `supported` (None: not at all), cannot run at `level` (Kafka's wording)."""
+    lo, hi = supported if supported is not None else (0, 0)
+    if lo <= level <= hi:
+        return None
+    if hi == 0:
+        return f"{who} does not support this feature."
+    return f"{who} only supports versions {lo}-{hi}"
+
+
+def downgrade_loses_metadata(current: int, target: int) -> bool:
+    """Kafka's MetadataVersion.checkIfMetadataChanged: a level in (target, current] changed the records."""
+    lo, hi = sorted((current, target))
+    return any(lo < level <= hi for level in _METADATA_CHANGED_AT)
+
+
+# --- capabilities gated by the finalized metadata.version (Kafka's MetadataVersion.is*Supported) --
+def metadata_transactions_supported(features: Mapping[str, int]) -> bool:
+    """Begin/EndTransactionRecord around records that must apply atomically (3.6-IV1)."""
+    return features.get(METADATA_VERSION, 0) >= 13
+
+
+def directory_assignment_supported(features: Mapping[str, int]) -> bool:
+    """Log dir ids in registrations and partitions, AssignReplicasToDirs (JBOD, 3.7-IV2)."""
+    return features.get(METADATA_VERSION, 0) >= 17
+
+
+def cordoned_log_dirs_supported(features: Mapping[str, int]) -> bool:
+    """cordoned.log.dirs reported to and recorded by the controller (4.3-IV0)."""
+    return features.get(METADATA_VERSION, 0) >= 30
