@@ -143,6 +143,7 @@ SERVER_CONFIG = (
     .define("leader.imbalance.check.interval.seconds", "long", 300)
     .define("leader.replication.throttled.rate", "long", LONG_MAX)
     .define("follower.replication.throttled.rate", "long", LONG_MAX)
+    .define("replica.alter.log.dirs.io.max.bytes.per.second", "long", LONG_MAX)
     # --- groups and offsets
     .define("offsets.topic.num.partitions", "int", 50, validator=at_least(1), read_only=True)
     .define("offsets.topic.replication.factor", "short", 3, validator=at_least(1))

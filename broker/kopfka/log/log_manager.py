@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import logging
+import math
 import os
 import shutil
 import signal
@@ -130,6 +131,10 @@ class LogManager:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self._movers: dict[TopicPartition, asyncio.Task[None]] = {}
+        # replica.alter.log.dirs.io.max.bytes.per.second: the byte rate of all moves together,
+        # paced by one shared clock (when the bytes copied so far may have been copied by)
+        self.move_rate: float = math.inf
+        self._move_clock = 0.0
         self._delete_wake: asyncio.Event | None = None
         self._lock = threading.RLock()  # logCreationOrDeletionLock
         self._shut_down = False
@@ -772,7 +777,8 @@ class LogManager:
                 if future.log_end_offset >= current.log_end_offset:
                     self.replace_current_with_future_log(tp)
                     return
-                info = current.read(future.log_end_offset, MOVE_CHUNK_BYTES, ISOLATION_LOG_END, True)
+                chunk = MOVE_CHUNK_BYTES if self.move_rate == math.inf else int(min(MOVE_CHUNK_BYTES, self.move_rate))
+                info = current.read(future.log_end_offset, chunk, ISOLATION_LOG_END, True)
                 data = info.records.read() if info.records is not None else b""
                 pos = 0
                 while pos + LOG_OVERHEAD + 49 <= len(data):
@@ -782,7 +788,7 @@ class LogManager:
                     pos += h.size
                 if pos:
                     future.append_as_follower(data[:pos])
-                    await asyncio.sleep(0)
+                    await asyncio.sleep(self._move_delay(pos))
                 else:
                     await asyncio.sleep(0.01)
         except asyncio.CancelledError:
@@ -796,6 +802,14 @@ class LogManager:
         finally:
             if self._movers.get(tp) is asyncio.current_task():
                 del self._movers[tp]
+
+    def _move_delay(self, copied: int) -> float:
+        """How long a mover waits after copying `copied` bytes to keep all moves at move_rate."""
+        if self.move_rate == math.inf:
+            return 0.0
+        now = time.monotonic()
+        self._move_clock = max(now, self._move_clock) + copied / max(self.move_rate, 1.0)
+        return self._move_clock - now
 
     def replace_current_with_future_log(self, tp: TopicPartition) -> None:
         with self._lock:

@@ -36,8 +36,10 @@ from kopfka.server.network import Connection, KafkaNetworkServer
 log = logging.getLogger(__name__)
 
 SECURITY_PROTOCOLS = {0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "SASL_SSL"}
-# replication RPCs: AlterPartition (leaders' ISR changes) and the forwarded admin requests
-CONTROLLER_APIS.update({43: (0, 2), 45: (0, 0), 46: (0, 0), 56: (2, 3)})
+# replication RPCs: AlterPartition (leaders' ISR changes) and the forwarded admin requests;
+# DescribeCluster from v1 (endpoint_type) for admin clients bootstrapped on controllers (KIP-919)
+CONTROLLER_APIS.update({43: (0, 2), 45: (0, 0), 46: (0, 0), 56: (2, 3), 60: (1, 2)})
+CONTROLLER_ENDPOINT_TYPE = 2
 SECURITY_PROTOCOL_IDS = {v: k for k, v in SECURITY_PROTOCOLS.items()}
 
 
@@ -151,6 +153,33 @@ async def _h_fetch_snapshot(svc: ControllerServices, v: int, req: Any) -> dict[s
 @controller_api(55)
 async def _h_describe_quorum(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
     return svc.raft.handle_describe_quorum(req)
+
+
+@controller_api(60)
+async def _h_describe_cluster(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
+    """KIP-919: a controller describes the controller quorum (its voters, their controller
+    endpoints) so `--bootstrap-controller` admin clients find every controller."""
+    resp: dict[str, Any] = {
+        "throttle_time": 0,
+        "error_code": ErrorCode.none,
+        "error_message": None,
+        "endpoint_type": req.endpoint_type,
+        "cluster_id": svc.cluster_id,
+        "controller_id": -1,
+        "brokers": [],
+        "cluster_authorized_operations": -(2**31),  # omitted
+    }
+    if req.endpoint_type != CONTROLLER_ENDPOINT_TYPE:
+        resp["error_code"] = ErrorCode.unsupported_endpoint_type
+        resp["error_message"] = "The controller only supports endpoint type CONTROLLER (2)"
+        return resp
+    voters = svc.raft.voters
+    resp["controller_id"] = svc.raft.leader_id if svc.raft.leader_id in voters else -1
+    resp["brokers"] = [
+        {"broker_id": v.node_id, "host": v.host, "port": v.port, "rack": None, "is_fenced": False}
+        for v in sorted(voters.values(), key=lambda v: v.node_id)
+    ]
+    return resp
 
 
 @controller_api(80)

@@ -20,6 +20,7 @@ from collections.abc import Sequence, Set
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from kopfka.config.server_config import SERVER_CONFIG
 from kopfka.log.log_manager import LogManager
 from kopfka.metadata.image import TOPIC_RESOURCE, MetadataDelta, MetadataImage
 from kopfka.protocol.errors import ErrorCode, KafkaError
@@ -121,16 +122,19 @@ class ReplicaManager:
                 self._update_throttle_rates()
 
     def _update_throttle_rates(self) -> None:
-        if self.fetchers is None or self.config is None:
-            return
         dyn = self.image.broker_config(self.node_id)
 
         def rate(key: str) -> int:
             raw = dyn.get(key)
-            return int(raw) if raw is not None else int(self.config[key])
+            if raw is None:
+                raw = self.config[key] if self.config is not None else SERVER_CONFIG.keys[key].default
+            return int(raw)
 
-        self.fetchers.update_throttle_rates(rate("leader.replication.throttled.rate"),
-                                            rate("follower.replication.throttled.rate"))
+        # intra-broker moves (AlterReplicaLogDirs) are paced as Kafka's ReplicaAlterLogDirsThread
+        self.log_manager.move_rate = rate("replica.alter.log.dirs.io.max.bytes.per.second")
+        if self.fetchers is not None and self.config is not None:
+            self.fetchers.update_throttle_rates(rate("leader.replication.throttled.rate"),
+                                                rate("follower.replication.throttled.rate"))
 
     def _apply_partition(self, topic: str, topic_id: str, pid: int, image: MetadataImage) -> None:
         reg = image.topics_by_id[topic_id].partitions[pid]
