@@ -676,3 +676,26 @@ def test_transactional_batch_without_transactional_id_is_refused(broker: KopfkaP
     # nothing was appended, and read_committed consumers are not held back by a dangling transaction
     assert produce_each(broker.bootstrap, "txn-bit", [(b"after", NOW)]) == [0]
     assert first_records(broker.bootstrap, "txn-bit", **{"isolation.level": "read_committed"}) == [(0, b"after")]
+
+
+# ---------------------------------------------------------------- Produce v0 advertised, as Kafka 4.x
+
+
+@pytest.mark.parametrize(("codec", "code"), [("gzip", 1), ("snappy", 2), ("lz4", 3), ("zstd", 4)])
+def test_kcat_compresses_against_kopfka(codec: str, code: int, broker: KopfkaProcess, admin: AdminClient) -> None:
+    """Kafka 4.x lists Produce from v0 in ApiVersions though it serves v3+ only (KAFKA-18659): kcat's
+    librdkafka 2.0 otherwise decides the broker cannot take compressed batches and sends them plain."""
+    import subprocess
+
+    topic = f"kcat-{codec}"
+    create(admin, topic)
+    res = subprocess.run(
+        ["kcat", "-P", "-b", broker.bootstrap, "-t", topic, "-p", "0", "-z", codec],
+        input=b"compress me " * 50 + b"\n",
+        capture_output=True,
+        timeout=60,
+    )
+    assert res.returncode == 0, res.stderr
+    segment = broker.data_dir / f"{topic}-0" / "00000000000000000000.log"
+    assert _wait(lambda: segment.stat().st_size > 61)
+    assert segment.read_bytes()[22] & 0x07 == code  # the batch's compression attribute

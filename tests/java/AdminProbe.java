@@ -23,6 +23,7 @@ import org.apache.kafka.clients.admin.UpdateFeaturesOptions;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.Uuid;
 import org.apache.kafka.common.config.ConfigResource;
 
 /**
@@ -152,6 +153,10 @@ public class AdminProbe {
                 TopicPartition tp = new TopicPartition(cmd.get(1), Integer.parseInt(cmd.get(2)));
                 return admin.listOffsets(Map.of(tp, OffsetSpec.latest()), new ListOffsetsOptions())
                     .partitionResult(tp).get().offset();
+            }
+            case "remove-raft-voter": {  // remove-raft-voter ID DIRECTORY_ID
+                admin.removeRaftVoter(Integer.parseInt(cmd.get(1)), Uuid.fromString(cmd.get(2))).all().get();
+                return "removed";
             }
             case "sleep": {
                 Thread.sleep(Long.parseLong(cmd.get(1)));

@@ -93,6 +93,9 @@ def test_cordoned_dir_and_move_under_load(tmp_path: Path) -> None:
     try:
         create_topic(proc.bootstrap, "cord", partitions=30)
         assert placement(dirs, "cord") == {"a": 15, "b": 15, "c": 0}
+        # DescribeLogDirs v5 (KIP-1066) tells which dirs are cordoned
+        v5 = raw_request(proc.bootstrap, 35, 5, {"topics": None})
+        assert {r.log_dir: r.is_cordoned for r in v5.results} == {str(d): d == dirs[2] for d in dirs}
         create_topic(proc.bootstrap, "moving", partitions=1)
         src = next(d for d in dirs if (d / "moving-0").exists())
         dest = next(d for d in dirs[:2] if d != src)

@@ -19,7 +19,7 @@ BROKER_APIS: dict[int, tuple[int, int]] = {
     19: (2, 7),  # CreateTopics
     20: (1, 6),  # DeleteTopics
     21: (0, 2),  # DeleteRecords
-    22: (0, 6),  # InitProducerId
+    22: (0, 5),  # InitProducerId (v6, KIP-939, is unstable in Kafka 4.3: not advertised)
     23: (2, 4),  # OffsetForLeaderEpoch
     32: (1, 4),  # DescribeConfigs
     33: (0, 2),  # AlterConfigs
@@ -34,6 +34,17 @@ EXTRA_APIS: dict[int, tuple[int, int]] = {}
 
 def supported_apis() -> dict[int, tuple[int, int]]:
     return {**BROKER_APIS, **EXTRA_APIS}
+
+
+# Kafka 4.x advertises Produce from v0 although it accepts only v3+ (KAFKA-18659): librdkafka
+# before 2.10 (kcat's) otherwise decides the broker cannot take compressed batches and sends them
+# uncompressed. A v0-v2 request is still refused (no schema: the connection is closed).
+ADVERTISED_MIN_VERSIONS = {0: 0}
+
+
+def advertised_apis() -> dict[int, tuple[int, int]]:
+    """What ApiVersions lists: the served ranges, with Kafka's advertised-only lower bounds."""
+    return {k: (min(lo, ADVERTISED_MIN_VERSIONS.get(k, lo)), hi) for k, (lo, hi) in sorted(supported_apis().items())}
 
 
 def is_supported(api_key: int, api_version: int) -> bool:

@@ -203,7 +203,7 @@ async def _h_remove_voter(svc: ControllerServices, v: int, req: Any) -> dict[str
     return {"throttle_time": 0, "error_code": code, "error_message": msg}
 
 
-# --- broker lifecycle RPCs ------------------------------------------------------------------------
+# --- features -------------------------------------------------------------------------------------
 @controller_api(57)
 async def _h_update_features(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
     updates = feature_updates(req, v)
@@ -214,6 +214,7 @@ async def _h_update_features(svc: ControllerServices, v: int, req: Any) -> dict[
     return update_features_response([u[0] for u in updates], code, message)
 
 
+# --- broker lifecycle RPCs ------------------------------------------------------------------------
 @controller_api(62)
 async def _h_register(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
     endpoints = tuple(

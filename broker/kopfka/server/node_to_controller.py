@@ -76,6 +76,7 @@ class RemoteController:
         *,
         timeout: float | None = None,
         maybe_applied: list[str] | None = None,
+        retriable: frozenset[ErrorCode] | set[ErrorCode] = RETRIABLE,
     ) -> Any:
         deadline = time.monotonic() + (timeout or self.timeout)
         last: str = "no active controller known"
@@ -95,9 +96,9 @@ class RemoteController:
                         timeout=max(0.5, deadline - time.monotonic()),
                     )
                     codes = set(_errors_in(resp))
-                    if not codes & RETRIABLE:
+                    if not codes & retriable:
                         return resp
-                    last = f"controller {self.raft.leader_id} answered {', '.join(c.name for c in codes & RETRIABLE)}"
+                    last = f"controller {self.raft.leader_id} answered {', '.join(c.name for c in codes & retriable)}"
                     if maybe_applied is not None and ErrorCode.request_timed_out in codes:
                         maybe_applied.append(last)  # written, maybe committed after the answer
                 except ConnectionError as exc:
@@ -121,8 +122,9 @@ class RemoteController:
 
     async def forward(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
         """Send a client's request on to the active controller and return its answer (the
-        forwarding Kafka's brokers do for controller-bound APIs such as DescribeQuorum)."""
-        return await self._call(api_key, version, body)
+        forwarding Kafka's brokers do for controller-bound APIs such as DescribeQuorum). Only a
+        missing or unreachable controller is retried; its answer, errors included, is the client's."""
+        return await self._call(api_key, version, body, retriable={ErrorCode.not_controller})
 
     async def _await_image(self, cond: Callable[[MetadataImage], bool], timeout: float = 3.0) -> None:
         """Let the broker's own image reach a change it just made (read-your-writes for clients)."""

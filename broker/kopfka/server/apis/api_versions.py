@@ -5,14 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from kopfka.metadata.features import supported_features_list
-from kopfka.protocol.api_versions import supported_apis
+from kopfka.protocol.api_versions import advertised_apis
 from kopfka.protocol.errors import ErrorCode
 from kopfka.server.apis.registry import api
 from kopfka.server.request_context import RequestContext
 
 
 def api_keys() -> list[dict[str, int]]:
-    return [{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(supported_apis().items())]
+    return [{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in advertised_apis().items()]
 
 
 @api(18)

@@ -14,7 +14,7 @@ from kopfka.server.apis.registry import api
 from kopfka.server.request_context import RequestContext
 
 EXTRA_APIS.setdefault(34, (1, 2))  # AlterReplicaLogDirs
-EXTRA_APIS.setdefault(35, (1, 4))  # DescribeLogDirs
+EXTRA_APIS.setdefault(35, (1, 5))  # DescribeLogDirs (v5: is_cordoned, KIP-1066)
 
 
 def _usage(d: Path) -> tuple[int, int]:
@@ -76,6 +76,7 @@ async def handle_describe_log_dirs(ctx: RequestContext, req: Any) -> dict[str, A
                 "topics": topics,
                 "total_bytes": total,
                 "usable_bytes": usable,
+                "is_cordoned": d in lm.cordoned,
             }
         )
     return {"throttle_time": 0, "error_code": ErrorCode.none, "results": results}

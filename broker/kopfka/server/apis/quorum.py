@@ -1,6 +1,7 @@
-"""DescribeQuorum sent to a broker: forwarded to the active controller, as Kafka's brokers do, so
-`kafka-metadata-quorum --bootstrap-server` and admin clients' describeMetadataQuorum work
-against brokers. The embedded single-node default answers from its in-process quorum."""
+"""DescribeQuorum, AddRaftVoter and RemoveRaftVoter sent to a broker: forwarded to the active
+controller, as Kafka's brokers do, so `kafka-metadata-quorum --bootstrap-server` and admin
+clients' describeMetadataQuorum/addRaftVoter/removeRaftVoter work against brokers. The embedded
+single-node default answers DescribeQuorum from its in-process quorum, whose voter set is static."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from kopfka.protocol.errors import ErrorCode, KafkaError
 from kopfka.server.apis.registry import api
 from kopfka.server.request_context import RequestContext
 
-DESCRIBE_QUORUM = 55
-EXTRA_APIS[DESCRIBE_QUORUM] = (0, 2)
+DESCRIBE_QUORUM, ADD_RAFT_VOTER, REMOVE_RAFT_VOTER = 55, 80, 81
+EXTRA_APIS.update({DESCRIBE_QUORUM: (0, 2), ADD_RAFT_VOTER: (0, 1), REMOVE_RAFT_VOTER: (0, 0)})
 
 
 def as_dict(entity: Any) -> dict[str, Any]:
@@ -53,3 +54,27 @@ async def handle_describe_quorum(ctx: RequestContext, req: Any) -> dict[str, Any
             await asyncio.sleep(0.05)  # the leader changed under us: ask the new one
     except KafkaError as exc:
         return {"error_code": exc.code, "error_message": str(exc), "topics": [], "nodes": []}
+
+
+async def _forward_voter_change(ctx: RequestContext, api_key: int, req: Any) -> dict[str, Any]:
+    forward = getattr(ctx.services.controller, "forward", None)
+    if forward is None:
+        return {
+            "throttle_time": 0,
+            "error_code": ErrorCode.invalid_request,
+            "error_message": "the voter set of the embedded single-node quorum is static",
+        }
+    try:
+        return as_dict(await forward(api_key, ctx.api_version, as_dict(req)))
+    except KafkaError as exc:
+        return {"throttle_time": 0, "error_code": exc.code, "error_message": str(exc)}
+
+
+@api(ADD_RAFT_VOTER)
+async def handle_add_raft_voter(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    return await _forward_voter_change(ctx, ADD_RAFT_VOTER, req)
+
+
+@api(REMOVE_RAFT_VOTER)
+async def handle_remove_raft_voter(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    return await _forward_voter_change(ctx, REMOVE_RAFT_VOTER, req)
