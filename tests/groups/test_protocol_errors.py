@@ -49,11 +49,24 @@ def run(bootstrap: str, scenario: Any) -> Any:
     return asyncio.run(main())
 
 
-def join(group: str, member: str = "", instance: str | None = None, session: int = 6000, proto: str = "range",
-         ptype: str = "consumer") -> dict[str, Any]:
-    return {"group_id": group, "session_timeout": session, "rebalance_timeout": 5000, "member_id": member,
-            "group_instance_id": instance, "protocol_type": ptype, "protocols": [{"name": proto, "metadata": SUB}],
-            "reason": None}
+def join(
+    group: str,
+    member: str = "",
+    instance: str | None = None,
+    session: int = 6000,
+    proto: str = "range",
+    ptype: str = "consumer",
+) -> dict[str, Any]:
+    return {
+        "group_id": group,
+        "session_timeout": session,
+        "rebalance_timeout": 5000,
+        "member_id": member,
+        "group_instance_id": instance,
+        "protocol_type": ptype,
+        "protocols": [{"name": proto, "metadata": SUB}],
+        "reason": None,
+    }
 
 
 async def join_member(conn: KafkaConnection, group: str, **kw: Any) -> Any:
@@ -67,8 +80,12 @@ def test_find_coordinator_batched_and_single(shared: KopfkaProcess) -> None:
     async def scenario(conn: KafkaConnection) -> None:
         r = await conn.request(10, 6, {"key_type": 0, "coordinator_keys": ["a", "b"]})
         assert [(c.key, c.error_code, c.port) for c in r.coordinators] == [("a", 0, shared.port), ("b", 0, shared.port)]
-        txn = await conn.request(10, 6, {"key_type": 1, "coordinator_keys": ["tx"]})
-        assert txn.coordinators[0].error_code == ErrorCode.coordinator_not_available
+        for _ in range(100):  # transactional ids: the first lookup creates __transaction_state
+            txn = await conn.request(10, 6, {"key_type": 1, "coordinator_keys": ["tx"]})
+            if txn.coordinators[0].error_code != ErrorCode.coordinator_not_available:
+                break
+            await asyncio.sleep(0.1)
+        assert (txn.coordinators[0].error_code, txn.coordinators[0].port) == (ErrorCode.none, shared.port)
         single = await conn.request(10, 3, {"key": "a", "key_type": 0})
         assert (single.error_code, single.node_id, single.port) == (ErrorCode.none, 1, shared.port)
 
@@ -92,9 +109,15 @@ def test_classic_protocol_errors(shared: KopfkaProcess) -> None:
         assert unknown.error_code == ErrorCode.unknown_member_id
 
         def sync(gen: int, member: str) -> dict[str, Any]:
-            return {"group_id": g, "generation_id": gen, "member_id": member, "group_instance_id": None,
-                    "protocol_type": "consumer", "protocol_name": "range",
-                    "assignments": [{"member_id": mid, "assignment": b"A"}]}
+            return {
+                "group_id": g,
+                "generation_id": gen,
+                "member_id": member,
+                "group_instance_id": None,
+                "protocol_type": "consumer",
+                "protocol_name": "range",
+                "assignments": [{"member_id": mid, "assignment": b"A"}],
+            }
 
         assert (await conn.request(14, 5, sync(7, mid))).error_code == ErrorCode.illegal_generation
         assert (await conn.request(14, 5, sync(1, "nobody"))).error_code == ErrorCode.unknown_member_id
@@ -109,10 +132,25 @@ def test_classic_protocol_errors(shared: KopfkaProcess) -> None:
         assert (await conn.request(12, 4, hb(1, "nobody"))).error_code == ErrorCode.unknown_member_id
 
         def commit(group: str, gen: int, member: str, topic: str = "t", part: int = 0) -> dict[str, Any]:
-            return {"group_id": group, "generation_id_or_member_epoch": gen, "member_id": member,
-                    "group_instance_id": None, "topics": [{"name": topic, "partitions": [
-                        {"partition_index": part, "committed_offset": 3, "committed_leader_epoch": -1,
-                         "committed_metadata": None}]}]}
+            return {
+                "group_id": group,
+                "generation_id_or_member_epoch": gen,
+                "member_id": member,
+                "group_instance_id": None,
+                "topics": [
+                    {
+                        "name": topic,
+                        "partitions": [
+                            {
+                                "partition_index": part,
+                                "committed_offset": 3,
+                                "committed_leader_epoch": -1,
+                                "committed_metadata": None,
+                            }
+                        ],
+                    }
+                ],
+            }
 
         def code(resp: Any) -> ErrorCode:
             return ErrorCode(resp.topics[0].partitions[0].error_code)
@@ -134,8 +172,9 @@ def test_classic_protocol_errors(shared: KopfkaProcess) -> None:
             assert rejoined.generation_id == 2 and len(rejoined.members) == 2
             assert (await second).generation_id == 2
             assert (await conn.request(42, 2, {"groups_names": [g]})).results[0].error_code == ErrorCode.non_empty_group
-            dele = await conn.request(47, 0, {"group_id": g, "topics": [{"name": "t", "partitions": [
-                {"partition_index": 0}]}]})
+            dele = await conn.request(
+                47, 0, {"group_id": g, "topics": [{"name": "t", "partitions": [{"partition_index": 0}]}]}
+            )
             assert dele.topics[0].partitions[0].error_code == ErrorCode.group_subscribed_to_topic
         finally:
             await conn2.close()
@@ -148,9 +187,15 @@ def test_static_member_fencing(shared: KopfkaProcess) -> None:
         g = "static-fence"
         a = await join_member(conn, g, instance="i1")
         assert a.error_code == ErrorCode.none
-        sync = {"group_id": g, "generation_id": a.generation_id, "member_id": a.member_id, "group_instance_id": "i1",
-                "protocol_type": "consumer", "protocol_name": "range",
-                "assignments": [{"member_id": a.member_id, "assignment": b"X"}]}
+        sync = {
+            "group_id": g,
+            "generation_id": a.generation_id,
+            "member_id": a.member_id,
+            "group_instance_id": "i1",
+            "protocol_type": "consumer",
+            "protocol_name": "range",
+            "assignments": [{"member_id": a.member_id, "assignment": b"X"}],
+        }
         assert (await conn.request(14, 5, sync)).assignment == b"X"
         b = await conn.request(11, 9, join(g, instance="i1"))  # same instance, new process: no MEMBER_ID_REQUIRED
         assert b.error_code == ErrorCode.none and b.member_id != a.member_id
@@ -159,8 +204,9 @@ def test_static_member_fencing(shared: KopfkaProcess) -> None:
         assert (await conn.request(12, 4, hb)).error_code == ErrorCode.fenced_instance_id
         synced = await conn.request(14, 5, {**sync, "member_id": b.member_id, "assignments": []})
         assert synced.assignment == b"X", "the static member keeps its assignment"
-        leave = await conn.request(13, 5, {"group_id": g, "members": [
-            {"member_id": a.member_id, "group_instance_id": "i1", "reason": None}]})
+        leave = await conn.request(
+            13, 5, {"group_id": g, "members": [{"member_id": a.member_id, "group_instance_id": "i1", "reason": None}]}
+        )
         assert leave.members[0].error_code == ErrorCode.fenced_instance_id
 
     run(shared.bootstrap, scenario)
@@ -169,33 +215,73 @@ def test_static_member_fencing(shared: KopfkaProcess) -> None:
 def test_offsets_multi_group_fetch_delete_and_admin(shared: KopfkaProcess) -> None:
     async def scenario(conn: KafkaConnection) -> None:
         for grp, off in (("simple-a", 11), ("simple-b", 22)):
-            r = await conn.request(8, 9, {"group_id": grp, "generation_id_or_member_epoch": -1, "member_id": "",
-                                          "group_instance_id": None, "topics": [{"name": "t", "partitions": [
-                                              {"partition_index": 1, "committed_offset": off,
-                                               "committed_leader_epoch": 4, "committed_metadata": "md"}]}]})
+            r = await conn.request(
+                8,
+                9,
+                {
+                    "group_id": grp,
+                    "generation_id_or_member_epoch": -1,
+                    "member_id": "",
+                    "group_instance_id": None,
+                    "topics": [
+                        {
+                            "name": "t",
+                            "partitions": [
+                                {
+                                    "partition_index": 1,
+                                    "committed_offset": off,
+                                    "committed_leader_epoch": 4,
+                                    "committed_metadata": "md",
+                                }
+                            ],
+                        }
+                    ],
+                },
+            )
             assert r.topics[0].partitions[0].error_code == ErrorCode.none
-        f = await conn.request(9, 8, {"groups": [
-            {"group_id": "simple-a", "topics": [{"name": "t", "partition_indexes": [0, 1]}]},
-            {"group_id": "simple-b", "topics": None}, {"group_id": "nothing", "topics": None}],
-            "require_stable": False})
-        got = {g.group_id: {(t.name, p.partition_index): (p.committed_offset, p.committed_leader_epoch, p.metadata)
-                            for t in g.topics for p in t.partitions} for g in f.groups}
-        assert got == {"simple-a": {("t", 0): (-1, -1, ""), ("t", 1): (11, 4, "md")},
-                       "simple-b": {("t", 1): (22, 4, "md")}, "nothing": {}}
+        f = await conn.request(
+            9,
+            8,
+            {
+                "groups": [
+                    {"group_id": "simple-a", "topics": [{"name": "t", "partition_indexes": [0, 1]}]},
+                    {"group_id": "simple-b", "topics": None},
+                    {"group_id": "nothing", "topics": None},
+                ],
+                "require_stable": False,
+            },
+        )
+        got = {
+            g.group_id: {
+                (t.name, p.partition_index): (p.committed_offset, p.committed_leader_epoch, p.metadata)
+                for t in g.topics
+                for p in t.partitions
+            }
+            for g in f.groups
+        }
+        assert got == {
+            "simple-a": {("t", 0): (-1, -1, ""), ("t", 1): (11, 4, "md")},
+            "simple-b": {("t", 1): (22, 4, "md")},
+            "nothing": {},
+        }
         listed = await conn.request(16, 5, {"states_filter": ["Empty"], "types_filter": []})
         assert {"simple-a", "simple-b"} <= {g.group_id for g in listed.groups}
         described = await conn.request(15, 6, {"groups": ["simple-a", "nope"], "include_authorized_operations": False})
-        assert [(d.group_state, d.error_code) for d in described.groups] == [("Empty", 0),
-                                                                             ("", ErrorCode.group_id_not_found)]
-        d = await conn.request(47, 0, {"group_id": "simple-a", "topics": [{"name": "t", "partitions": [
-            {"partition_index": 1}]}]})
+        assert [(d.group_state, d.error_code) for d in described.groups] == [
+            ("Empty", 0),
+            ("", ErrorCode.group_id_not_found),
+        ]
+        d = await conn.request(
+            47, 0, {"group_id": "simple-a", "topics": [{"name": "t", "partitions": [{"partition_index": 1}]}]}
+        )
         assert (d.error_code, d.topics[0].partitions[0].error_code) == (0, 0)
         nf = await conn.request(47, 0, {"group_id": "nope", "topics": []})
         assert nf.error_code == ErrorCode.group_id_not_found
         deleted = await conn.request(42, 2, {"groups_names": ["simple-b", "nope"]})
         assert [r.error_code for r in deleted.results] == [ErrorCode.none, ErrorCode.group_id_not_found]
-        after = await conn.request(9, 8, {"groups": [{"group_id": "simple-b", "topics": None}],
-                                          "require_stable": False})
+        after = await conn.request(
+            9, 8, {"groups": [{"group_id": "simple-b", "topics": None}], "require_stable": False}
+        )
         assert after.groups[0].topics == ()
 
     run(shared.bootstrap, scenario)
@@ -205,14 +291,34 @@ def test_consumer_offsets_records_are_kafka_format(shared: KopfkaProcess) -> Non
     from confluent_kafka import Consumer, TopicPartition
 
     async def scenario(conn: KafkaConnection) -> None:
-        await conn.request(8, 9, {"group_id": "raw", "generation_id_or_member_epoch": -1, "member_id": "",
-                                  "group_instance_id": None, "topics": [{"name": "t", "partitions": [
-                                      {"partition_index": 0, "committed_offset": 77, "committed_leader_epoch": -1,
-                                       "committed_metadata": ""}]}]})
+        await conn.request(
+            8,
+            9,
+            {
+                "group_id": "raw",
+                "generation_id_or_member_epoch": -1,
+                "member_id": "",
+                "group_instance_id": None,
+                "topics": [
+                    {
+                        "name": "t",
+                        "partitions": [
+                            {
+                                "partition_index": 0,
+                                "committed_offset": 77,
+                                "committed_leader_epoch": -1,
+                                "committed_metadata": "",
+                            }
+                        ],
+                    }
+                ],
+            },
+        )
 
     run(shared.bootstrap, scenario)
-    c = Consumer({"bootstrap.servers": shared.bootstrap, "group.id": "reader", "enable.auto.commit": False,
-                  "log_level": 3})
+    c = Consumer(
+        {"bootstrap.servers": shared.bootstrap, "group.id": "reader", "enable.auto.commit": False, "log_level": 3}
+    )
     c.assign([TopicPartition("__consumer_offsets", partition_for("raw", 50), 0)])
     found = None
     for _ in range(50):
@@ -229,9 +335,18 @@ def test_consumer_offsets_records_are_kafka_format(shared: KopfkaProcess) -> Non
 def test_consumer_group_heartbeat_errors(shared: KopfkaProcess) -> None:
     async def scenario(conn: KafkaConnection) -> None:
         def hb(**kw: Any) -> dict[str, Any]:
-            base = {"group_id": "kip848", "member_id": "m-1", "member_epoch": 0, "instance_id": None, "rack_id": None,
-                    "rebalance_timeout": 5000, "subscribed_topic_names": ["t"], "subscribed_topic_regex": None,
-                    "server_assignor": None, "topic_partitions": []}
+            base = {
+                "group_id": "kip848",
+                "member_id": "m-1",
+                "member_epoch": 0,
+                "instance_id": None,
+                "rack_id": None,
+                "rebalance_timeout": 5000,
+                "subscribed_topic_names": ["t"],
+                "subscribed_topic_regex": None,
+                "server_assignor": None,
+                "topic_partitions": [],
+            }
             return {**base, **kw}
 
         r = await conn.request(68, 1, hb())
@@ -241,10 +356,25 @@ def test_consumer_group_heartbeat_errors(shared: KopfkaProcess) -> None:
         assert (await conn.request(68, 1, hb(member_id="x", member_epoch=1))).error_code == ErrorCode.unknown_member_id
         assert (await conn.request(68, 1, hb(server_assignor="nope"))).error_code == ErrorCode.unsupported_assignor
         assert (await conn.request(68, 1, hb(member_id="", member_epoch=1))).error_code == ErrorCode.invalid_request
-        commit = {"group_id": "kip848", "generation_id_or_member_epoch": 0, "member_id": "m-1",
-                  "group_instance_id": None, "topics": [{"name": "t", "partitions": [
-                      {"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1,
-                       "committed_metadata": None}]}]}
+        commit = {
+            "group_id": "kip848",
+            "generation_id_or_member_epoch": 0,
+            "member_id": "m-1",
+            "group_instance_id": None,
+            "topics": [
+                {
+                    "name": "t",
+                    "partitions": [
+                        {
+                            "partition_index": 0,
+                            "committed_offset": 1,
+                            "committed_leader_epoch": -1,
+                            "committed_metadata": None,
+                        }
+                    ],
+                }
+            ],
+        }
         stale = await conn.request(8, 9, commit)
         assert stale.topics[0].partitions[0].error_code == ErrorCode.stale_member_epoch
         ok = await conn.request(8, 9, {**commit, "generation_id_or_member_epoch": 1})
@@ -258,4 +388,3 @@ def test_consumer_group_heartbeat_errors(shared: KopfkaProcess) -> None:
         assert (left.error_code, left.member_epoch) == (0, -1)
 
     run(shared.bootstrap, scenario)
-

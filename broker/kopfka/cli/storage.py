@@ -32,6 +32,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     f.add_argument("--config", "-c", type=Path, required=True)
     f.add_argument("--release-version", "-r", default=bootstrap.LATEST_PRODUCTION_RELEASE)
     f.add_argument("--ignore-formatted", "-g", action="store_true")
+    f.add_argument(
+        "--feature",
+        "-f",
+        action="append",
+        default=[],
+        metavar="NAME=LEVEL",
+        help="a feature level to finalize (e.g. transaction.version=1); defaults follow the release",
+    )
     f.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
     q = f.add_mutually_exclusive_group()
     q.add_argument("--standalone", "-s", action="store_true", help="this controller is the whole initial quorum")
@@ -52,6 +60,27 @@ def _load(path: Path, overrides: list[str]) -> KafkaConfig:
             raise ConfigError("--override", ov, "expected KEY=VALUE")
         raw[key.strip()] = value
     return KafkaConfig.from_properties(raw)
+
+
+def parse_features(entries: list[str]) -> dict[str, int]:
+    """--feature NAME=LEVEL entries (metadata.version and kraft.version come from the release and
+    the quorum options)."""
+    from kopfka.metadata.features import KRAFT_VERSION, METADATA_VERSION, SUPPORTED_FEATURES
+
+    settable = {n: r for n, r in SUPPORTED_FEATURES.items() if n not in (METADATA_VERSION, KRAFT_VERSION)}
+    out = {}
+    for entry in entries:
+        name, sep, level = entry.partition("=")
+        name = name.strip()
+        if not sep or not level.strip().lstrip("-").isdigit():
+            raise FormatError(f"--feature {entry!r}: expected NAME=LEVEL")
+        if name not in settable:
+            raise FormatError(f"--feature {entry!r}: unknown feature; known: {', '.join(settable)}")
+        lo, hi = settable[name]
+        if not lo <= int(level) <= hi:
+            raise FormatError(f"--feature {entry!r}: {name} supports levels {lo} to {hi}")
+        out[name] = int(level)
+    return out
 
 
 def parse_initial_controllers(text: str) -> tuple[tuple[int, str, str, int], ...]:
@@ -153,7 +182,9 @@ def run(args: argparse.Namespace) -> int:
                 voters = parse_initial_controllers(args.initial_controllers)
                 mine = [v for v in voters if v[0] == config.node_id]
                 metadata_dir_id = mine[0][1] if mine else None
-        records = bootstrap.bootstrap_records(args.release_version, kraft_version=1 if voters else 0, voters=voters)
+        records = bootstrap.bootstrap_records(
+            args.release_version, kraft_version=1 if voters else 0, voters=voters, features=parse_features(args.feature)
+        )
         formatted = format_dirs(
             config,
             args.cluster_id,

@@ -14,6 +14,7 @@ from kopfka.metadata import records as mr
 from kopfka.metadata.features import (  # noqa: F401  (re-exported for the format CLI)
     KRAFT_VERSION,
     LATEST_PRODUCTION_RELEASE,
+    default_feature_levels,
     METADATA_VERSION,
     RELEASE_LEVELS,
     metadata_level_for,
@@ -30,11 +31,15 @@ def bootstrap_records(
     *,
     kraft_version: int = 0,
     voters: tuple[tuple[int, str, str, int], ...] = (),
+    features: dict[str, int] | None = None,
 ) -> list[mr.MetadataRecord]:
+    """`features` overrides the release's default levels (`kopfka storage format --feature`)."""
     recs: list[mr.MetadataRecord] = [
         mr.FeatureLevelRecord(METADATA_VERSION, metadata_level_for(release)),
         mr.FeatureLevelRecord(KRAFT_VERSION, kraft_version),
     ]
+    levels = {**default_feature_levels(metadata_level_for(release)), **(features or {})}
+    recs.extend(mr.FeatureLevelRecord(name, level) for name, level in sorted(levels.items()) if level > 0)
     if voters:
         recs.append(mr.VotersRecord(voters))
     return recs

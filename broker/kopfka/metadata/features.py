@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 METADATA_VERSION = "metadata.version"
 KRAFT_VERSION = "kraft.version"
+TRANSACTION_VERSION = "transaction.version"
 
 MINIMUM_METADATA_VERSION = 7  # 3.3-IV3: the first level with FeatureLevelRecord in the log
 LATEST_PRODUCTION_METADATA_VERSION = 30  # 4.3-IV0
@@ -37,7 +38,18 @@ LATEST_PRODUCTION_RELEASE = "4.3"
 SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {
     METADATA_VERSION: (MINIMUM_METADATA_VERSION, LATEST_PRODUCTION_METADATA_VERSION),
     KRAFT_VERSION: (0, 1),
+    TRANSACTION_VERSION: (0, 2),  # 1: flexible __transaction_state values, 2: KIP-890 epoch bump per transaction
 }
+
+# feature -> (the metadata.version from which a new cluster gets it by default, that level):
+# transaction.version 2 from 4.0-IV2 on, as Kafka's TransactionVersion.TV_2
+RELEASE_DEFAULT_FEATURES = {TRANSACTION_VERSION: (24, 2)}
+
+
+def default_feature_levels(metadata_level: int) -> dict[str, int]:
+    """The non-metadata feature levels `kopfka storage format` finalizes for a release."""
+    return {name: level for name, (since, level) in RELEASE_DEFAULT_FEATURES.items() if metadata_level >= since}
+
 
 # levels that changed the metadata records (Kafka's didMetadataChange): a downgrade across one
 # could drop information, so it is refused

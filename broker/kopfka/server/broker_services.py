@@ -28,6 +28,9 @@ class BrokerServices:
     producer_ids: ProducerIdManager
     lifecycle: Any = None
     group_coordinator: Any = None  # kopfka.coordinator.group (consumer groups, committed offsets)
+    txn_coordinator: Any = None  # kopfka.coordinator.transaction (transactional ids, markers)
+    txn_verifier: Any = None  # kopfka.server.txn_verification (KIP-890, partition leader side)
+    inter_broker: Any = None  # kopfka.server.inter_broker.InterBrokerClient
     quota_manager: Any = None  # quotas and throttling (kopfka.quota.QuotaManagers)
     metrics: Any = None  # kopfka.metrics.BrokerMetrics
     telemetry: Any = None  # kopfka.telemetry.ClientMetricsManager (KIP-714)

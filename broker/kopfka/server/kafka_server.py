@@ -175,6 +175,15 @@ class KafkaServer:
         services.group_coordinator = GroupCoordinator(services)
         self.group_coordinator = services.group_coordinator
         loader.install_publishers([services.group_coordinator])
+        from kopfka.coordinator.transaction.coordinator import TransactionCoordinator
+        from kopfka.server.inter_broker import InterBrokerClient
+        from kopfka.server.txn_verification import TransactionVerifier
+
+        services.inter_broker = InterBrokerClient(services)
+        services.txn_verifier = TransactionVerifier(services)
+        services.txn_coordinator = TransactionCoordinator(services)
+        self.txn_coordinator = services.txn_coordinator
+        loader.install_publishers([services.txn_coordinator])
 
     async def shutdown(self) -> None:
         log.info("[KafkaServer id=%d] shutting down", self.node_id)
@@ -187,6 +196,10 @@ class KafkaServer:
         group_coordinator = getattr(self, "group_coordinator", None)
         if group_coordinator is not None:
             group_coordinator.shutdown()
+        txn_coordinator = getattr(self, "txn_coordinator", None)
+        if txn_coordinator is not None:
+            txn_coordinator.shutdown()
+            await txn_coordinator.inter_broker.close()
         if self.replica_manager is not None:
             self.replica_manager.shutdown()
         await asyncio.to_thread(self.scheduler.shutdown)

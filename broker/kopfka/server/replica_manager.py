@@ -26,6 +26,7 @@ from kopfka.metadata.image import TOPIC_RESOURCE, MetadataDelta, MetadataImage
 from kopfka.protocol.errors import ErrorCode, KafkaError
 from kopfka.server.partition import Partition
 from kopfka.storage.file_records import FileSlice
+from kopfka.storage.producer_state import AppendOrigin
 from kopfka.storage.unified_log import UnifiedLog
 
 log = logging.getLogger(__name__)
@@ -133,8 +134,9 @@ class ReplicaManager:
         # intra-broker moves (AlterReplicaLogDirs) are paced as Kafka's ReplicaAlterLogDirsThread
         self.log_manager.move_rate = rate("replica.alter.log.dirs.io.max.bytes.per.second")
         if self.fetchers is not None and self.config is not None:
-            self.fetchers.update_throttle_rates(rate("leader.replication.throttled.rate"),
-                                                rate("follower.replication.throttled.rate"))
+            self.fetchers.update_throttle_rates(
+                rate("leader.replication.throttled.rate"), rate("follower.replication.throttled.rate")
+            )
 
     def _apply_partition(self, topic: str, topic_id: str, pid: int, image: MetadataImage) -> None:
         reg = image.topics_by_id[topic_id].partitions[pid]
@@ -218,16 +220,26 @@ class ReplicaManager:
             raise KafkaError(ErrorCode.not_leader_or_follower, f"Leader not local for partition {tp[0]}-{tp[1]}")
         if current_leader_epoch >= 0:
             if current_leader_epoch < part.leader_epoch:
-                raise KafkaError(ErrorCode.fenced_leader_epoch,
-                                 "The leader epoch in the request is older than the broker's")
+                raise KafkaError(
+                    ErrorCode.fenced_leader_epoch, "The leader epoch in the request is older than the broker's"
+                )
             if current_leader_epoch > part.leader_epoch:
-                raise KafkaError(ErrorCode.unknown_leader_epoch,
-                                 "The leader epoch in the request is newer than the broker's")
+                raise KafkaError(
+                    ErrorCode.unknown_leader_epoch, "The leader epoch in the request is newer than the broker's"
+                )
         return part
 
     # --- produce ---------------------------------------------------------------------------
-    def append_records(self, entries: Sequence[tuple[TopicPartition, bytes | None]], required_acks: int,
-                       *, internal: bool = False) -> dict[TopicPartition, ProduceResult]:
+    def append_records(
+        self,
+        entries: Sequence[tuple[TopicPartition, bytes | None]],
+        required_acks: int,
+        *,
+        internal: bool = False,
+        verification_guards: dict[TopicPartition, object] | None = None,
+    ) -> dict[TopicPartition, ProduceResult]:
+        """Append as leader. `verification_guards` (KIP-890) is given for client produces when
+        transaction.partition.verification.enable is on: a partition's guard, or none."""
         results: dict[TopicPartition, ProduceResult] = {}
         for tp, records in entries:
             try:
@@ -238,14 +250,27 @@ class ReplicaManager:
                 part = self.get_leader_partition(tp)
                 min_isr = int(part.log.config["min.insync.replicas"])
                 if required_acks == -1 and len(part.isr) < min_isr:
-                    raise KafkaError(ErrorCode.not_enough_replicas,
-                                     f"The size of the current ISR {list(part.isr)} is insufficient to satisfy "
-                                     f"the min.isr requirement of {min_isr} for partition {tp[0]}-{tp[1]}")
-                info = part.log.append_as_leader(records, leader_epoch=part.leader_epoch)
+                    raise KafkaError(
+                        ErrorCode.not_enough_replicas,
+                        f"The size of the current ISR {list(part.isr)} is insufficient to satisfy "
+                        f"the min.isr requirement of {min_isr} for partition {tp[0]}-{tp[1]}",
+                    )
+                info = part.log.append_as_leader(
+                    records,
+                    leader_epoch=part.leader_epoch,
+                    origin=AppendOrigin.COORDINATOR if internal else AppendOrigin.CLIENT,
+                    require_verification=verification_guards is not None,
+                    verification_guard=verification_guards.get(tp) if verification_guards is not None else None,
+                )
                 part.maybe_advance_high_watermark()
                 part.notify()
-                results[tp] = ProduceResult(ErrorCode.none, info.first_offset, info.log_append_time_ms,
-                                            part.log.log_start_offset, last_offset=info.last_offset)
+                results[tp] = ProduceResult(
+                    ErrorCode.none,
+                    info.first_offset,
+                    info.log_append_time_ms,
+                    part.log.log_start_offset,
+                    last_offset=info.last_offset,
+                )
             except KafkaError as exc:
                 results[tp] = ProduceResult(exc.code, -1, -1, -1, exc.message)
             except OSError as exc:
@@ -255,9 +280,14 @@ class ReplicaManager:
         return results
 
     # --- fetch -----------------------------------------------------------------------------
-    def _read_once(self, requests: Sequence[FetchRequestPartition], max_bytes: int, isolation: str,
-                   from_follower: bool, held_back: Set[TopicPartition] = frozenset(),
-                   ) -> tuple[dict[TopicPartition, FetchPartitionData], int]:
+    def _read_once(
+        self,
+        requests: Sequence[FetchRequestPartition],
+        max_bytes: int,
+        isolation: str,
+        from_follower: bool,
+        held_back: Set[TopicPartition] = frozenset(),
+    ) -> tuple[dict[TopicPartition, FetchPartitionData], int]:
         out: dict[TopicPartition, FetchPartitionData] = {}
         total = 0
         for req in requests:
@@ -277,8 +307,9 @@ class ReplicaManager:
                 info = ulog.read(req.fetch_offset, max(budget, 1), isolation=iso, min_one_message=total == 0)
                 data.records = info.records
                 if iso == "txn_committed":
-                    data.aborted_transactions = [(a.producer_id, a.first_offset)
-                                                 for a in (info.aborted_transactions or [])]
+                    data.aborted_transactions = [
+                        (a.producer_id, a.first_offset) for a in (info.aborted_transactions or [])
+                    ]
                 total += data.size
             except KafkaError as exc:
                 data.error = exc.code
@@ -288,9 +319,17 @@ class ReplicaManager:
                 data.error = ErrorCode.kafka_storage_error
         return out, total
 
-    async def fetch_messages(self, requests: Sequence[FetchRequestPartition], *, max_bytes: int, min_bytes: int,
-                             max_wait_ms: int, isolation: str = "high_watermark", from_follower: bool = False,
-                             held_back: Set[TopicPartition] = frozenset()) -> dict[TopicPartition, FetchPartitionData]:
+    async def fetch_messages(
+        self,
+        requests: Sequence[FetchRequestPartition],
+        *,
+        max_bytes: int,
+        min_bytes: int,
+        max_wait_ms: int,
+        isolation: str = "high_watermark",
+        from_follower: bool = False,
+        held_back: Set[TopicPartition] = frozenset(),
+    ) -> dict[TopicPartition, FetchPartitionData]:
         """Read now; if less than min_bytes is ready, wait (long poll) for new data or the deadline.
         `held_back` partitions (replication throttle) are answered without records."""
         deadline = time.monotonic() + max_wait_ms / 1000
@@ -322,8 +361,9 @@ class ReplicaManager:
         self.broker_epoch = broker_epoch
         self.fetchers = ReplicaFetcherManager(self, config)
         lag_ms = int(config["replica.lag.time.max.ms"])
-        self._isr_task = asyncio.get_running_loop().create_task(self._isr_expiry_loop(lag_ms / 1000),
-                                                                name="isr-expiration")
+        self._isr_task = asyncio.get_running_loop().create_task(
+            self._isr_expiry_loop(lag_ms / 1000), name="isr-expiration"
+        )
 
     async def _isr_expiry_loop(self, lag_s: float) -> None:
         """Kafka's isr-expiration task: every lag/2, shrink out followers that stopped catching up."""
@@ -355,12 +395,20 @@ class ReplicaManager:
             st = part.replica_states.get(b)
             states.append((b, st.broker_epoch if st is not None else -1))
         epoch = int(self.broker_epoch()) if self.broker_epoch is not None else -1
-        log.info("[Partition %s-%d broker=%d] proposing ISR %s (was %s, leader epoch %d, partition epoch %d)",
-                 part.topic, part.partition, self.node_id, list(new_isr), list(part.isr), part.leader_epoch,
-                 part.partition_epoch)
+        log.info(
+            "[Partition %s-%d broker=%d] proposing ISR %s (was %s, leader epoch %d, partition epoch %d)",
+            part.topic,
+            part.partition,
+            self.node_id,
+            list(new_isr),
+            list(part.isr),
+            part.leader_epoch,
+            part.partition_epoch,
+        )
         try:
             res = await self.controller.alter_partition(
-                self.node_id, epoch, part.topic_id, part.partition, part.leader_epoch, part.partition_epoch, states)
+                self.node_id, epoch, part.topic_id, part.partition, part.leader_epoch, part.partition_epoch, states
+            )
         except (TimeoutError, KafkaError, OSError) as exc:
             log.info("AlterPartition for %s-%d failed: %s", part.topic, part.partition, exc)
             await asyncio.sleep(0.1)
@@ -374,9 +422,16 @@ class ReplicaManager:
             return
         part.complete_isr_change(generation, tuple(res.isr), res.partition_epoch, res.leader_epoch)
 
-    async def fetch_for_follower(self, replica_id: int, replica_epoch: int,
-                                 requests: Sequence[FetchRequestPartition], *, max_bytes: int, min_bytes: int,
-                                 max_wait_ms: int) -> dict[TopicPartition, FetchPartitionData]:
+    async def fetch_for_follower(
+        self,
+        replica_id: int,
+        replica_epoch: int,
+        requests: Sequence[FetchRequestPartition],
+        *,
+        max_bytes: int,
+        min_bytes: int,
+        max_wait_ms: int,
+    ) -> dict[TopicPartition, FetchPartitionData]:
         """A follower's fetch: check divergence first (no records then), record its fetch offset
         (its LEO) so the HW and ISR can move, then read up to our LEO."""
         early: dict[TopicPartition, FetchPartitionData] = {}
@@ -389,9 +444,13 @@ class ReplicaManager:
                     div = part.diverging_epoch(req.last_fetched_epoch, req.fetch_offset)
                     if div is not None:
                         early[req.tp] = FetchPartitionData(
-                            high_watermark=part.log.high_watermark, last_stable_offset=part.log.last_stable_offset,
-                            log_start_offset=part.log.log_start_offset, diverging_epoch=div,
-                            leader_id=part.leader_id, leader_epoch=part.leader_epoch)
+                            high_watermark=part.log.high_watermark,
+                            last_stable_offset=part.log.last_stable_offset,
+                            log_start_offset=part.log.log_start_offset,
+                            diverging_epoch=div,
+                            leader_id=part.leader_id,
+                            leader_epoch=part.leader_epoch,
+                        )
                         continue
                 if replica_id not in part.replicas:
                     raise KafkaError(ErrorCode.not_leader_or_follower, f"{replica_id} is not a replica of {req.tp}")
@@ -411,9 +470,18 @@ class ReplicaManager:
                     if p is not None:
                         data.leader_id, data.leader_epoch = p.leader_id, p.leader_epoch
                 early[req.tp] = data
-        result = await self.fetch_messages(reads, max_bytes=max_bytes, min_bytes=min_bytes,
-                                           max_wait_ms=0 if early else max_wait_ms, from_follower=True,
-                                           held_back=held) if reads else {}
+        result = (
+            await self.fetch_messages(
+                reads,
+                max_bytes=max_bytes,
+                min_bytes=min_bytes,
+                max_wait_ms=0 if early else max_wait_ms,
+                from_follower=True,
+                held_back=held,
+            )
+            if reads
+            else {}
+        )
         if self.fetchers is not None:
             self.fetchers.record_leader_bytes(result)
         result.update(early)

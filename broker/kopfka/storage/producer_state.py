@@ -189,6 +189,7 @@ class ProducerAppendInfo:
         self.current_entry = current_entry
         self.origin = origin
         self.transactions: list[TxnMetadata] = []
+        self.saw_marker = False
         self.updated_entry = ProducerStateEntry(
             producer_id,
             current_entry.producer_epoch,
@@ -230,8 +231,7 @@ class ProducerAppendInfo:
             current_last_seq = NO_SEQUENCE
         # no epoch known (all data removed by retention/DeleteRecords): accept any sequence
         if not (
-            self.current_entry.producer_epoch == NO_PRODUCER_EPOCH
-            or in_sequence(current_last_seq, append_first_seq)
+            self.current_entry.producer_epoch == NO_PRODUCER_EPOCH or in_sequence(current_last_seq, append_first_seq)
         ):
             raise KafkaError(
                 ErrorCode.out_of_order_sequence_number,
@@ -242,9 +242,7 @@ class ProducerAppendInfo:
                 f"(current end sequence number)",
             )
 
-    def append(
-        self, batch: BatchHeader, control_marker: tuple[int, int] | None = None
-    ) -> CompletedTxn | None:
+    def append(self, batch: BatchHeader, control_marker: tuple[int, int] | None = None) -> CompletedTxn | None:
         """Apply one batch. Control batches need `control_marker` = (control type,
         coordinator epoch)."""
         if batch.is_control:
@@ -282,9 +280,7 @@ class ProducerAppendInfo:
         self._check_producer_epoch(epoch, first_offset)
         if self.origin == AppendOrigin.CLIENT:
             self._check_sequence(epoch, first_seq, first_offset)
-        self.updated_entry.add_batch(
-            epoch, last_seq, last_offset, last_offset - first_offset, last_timestamp
-        )
+        self.updated_entry.add_batch(epoch, last_seq, last_offset, last_offset - first_offset, last_timestamp)
         current_txn = self.updated_entry.current_txn_first_offset
         if current_txn is not None and not is_transactional:
             raise KafkaError(
@@ -306,21 +302,15 @@ class ProducerAppendInfo:
         timestamp: int,
     ) -> CompletedTxn | None:
         self._check_producer_epoch(producer_epoch, offset)
-        if (
-            self.updated_entry.coordinator_epoch > coordinator_epoch
-            and self.origin != AppendOrigin.REPLICATION
-        ):
+        self.saw_marker = True
+        if self.updated_entry.coordinator_epoch > coordinator_epoch and self.origin != AppendOrigin.REPLICATION:
             raise KafkaError(
                 ErrorCode.transaction_coordinator_fenced,
                 f"invalid coordinator epoch for producer {self.producer_id} at offset {offset}: "
                 f"{coordinator_epoch} (zombie), {self.updated_entry.coordinator_epoch} (current)",
             )
         first = self.updated_entry.current_txn_first_offset
-        completed = (
-            None
-            if first is None
-            else CompletedTxn(self.producer_id, first, offset, control_type == 0)
-        )
+        completed = None if first is None else CompletedTxn(self.producer_id, first, offset, control_type == 0)
         self.updated_entry.maybe_update_producer_epoch(producer_epoch)
         self.updated_entry.current_txn_first_offset = None
         self.updated_entry.coordinator_epoch = coordinator_epoch
@@ -408,6 +398,10 @@ class ProducerStateManager:
         self.time = time
         self.producers: dict[int, ProducerStateEntry] = {}
         self.ongoing_txns: dict[int, TxnMetadata] = {}  # first offset -> txn
+        # completed, but the marker is not yet below the high watermark: still unstable
+        self.unreplicated_txns: dict[int, TxnMetadata] = {}
+        # KIP-890: producer id -> (guard, epoch) of a transaction verification in flight
+        self.verification_guards: dict[int, tuple[object, int]] = {}
         self._last_map_offset = 0
         self._last_snap_offset = 0
         self._snapshot_offsets: list[int] = []
@@ -523,9 +517,37 @@ class ProducerStateManager:
         current = self.producers.get(producer_id) or ProducerStateEntry(producer_id)
         return ProducerAppendInfo(self.topic_partition, producer_id, current, origin)
 
+    def has_ongoing_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        entry = self.producers.get(producer_id)
+        return (
+            entry is not None and entry.current_txn_first_offset is not None and entry.producer_epoch == producer_epoch
+        )
+
+    def start_verification(self, producer_id: int, producer_epoch: int) -> object | None:
+        """KIP-890: a guard for verifying a first transactional append with the coordinator,
+        or None when the producer's transaction is already open here (nothing to verify).
+
+        A marker or the transaction's first append clears the guard, so a verification that
+        raced with an abort cannot let a stale append open a transaction the coordinator does
+        not know about (the ABA problem a plain flag would have)."""
+        if self.has_ongoing_transaction(producer_id, producer_epoch):
+            return None
+        current = self.verification_guards.get(producer_id)
+        if current is not None and current[1] == producer_epoch:
+            return current[0]
+        guard = object()
+        self.verification_guards[producer_id] = (guard, producer_epoch)
+        return guard
+
+    def is_verified(self, producer_id: int, guard: object | None) -> bool:
+        current = self.verification_guards.get(producer_id)
+        return guard is not None and current is not None and current[0] is guard
+
     def update(self, append_info: ProducerAppendInfo) -> None:
         pid = append_info.producer_id
         updated = append_info.updated_entry
+        if append_info.saw_marker or updated.current_txn_first_offset is not None:
+            self.verification_guards.pop(pid, None)
         current = self.producers.get(pid)
         if current is None:
             self.producers[pid] = updated
@@ -535,20 +557,32 @@ class ProducerStateManager:
             self.ongoing_txns[txn.first_offset] = txn
 
     def complete_txn(self, completed: CompletedTxn) -> None:
-        self.ongoing_txns.pop(completed.first_offset, None)
+        txn = self.ongoing_txns.pop(completed.first_offset, None)
+        if txn is not None:
+            txn.last_offset = completed.last_offset
+            self.unreplicated_txns[completed.first_offset] = txn
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        """Completed transactions whose marker is replicated stop holding the LSO back."""
+        if self.unreplicated_txns:
+            for first in [
+                f
+                for f, t in self.unreplicated_txns.items()
+                if t.last_offset is not None and t.last_offset < high_watermark
+            ]:
+                del self.unreplicated_txns[first]
 
     def last_stable_offset(self, completed: CompletedTxn) -> int:
         others = [o for o, t in self.ongoing_txns.items() if t.producer_id != completed.producer_id]
         return min(others) if others else completed.last_offset + 1
 
     def first_unstable_offset(self) -> int | None:
-        return min(self.ongoing_txns) if self.ongoing_txns else None
+        if not self.ongoing_txns and not self.unreplicated_txns:
+            return None
+        return min(*self.ongoing_txns, *self.unreplicated_txns, 1 << 63)
 
     def _is_expired(self, now: int, entry: ProducerStateEntry) -> bool:
-        return (
-            entry.current_txn_first_offset is None
-            and now - entry.last_timestamp >= self.producer_id_expiration_ms
-        )
+        return entry.current_txn_first_offset is None and now - entry.last_timestamp >= self.producer_id_expiration_ms
 
     def remove_expired_producers(self, now: int) -> None:
         for pid in [p for p, e in self.producers.items() if self._is_expired(now, e)]:
@@ -557,6 +591,8 @@ class ProducerStateManager:
     def _clear(self) -> None:
         self.producers.clear()
         self.ongoing_txns.clear()
+        self.unreplicated_txns.clear()
+        self.verification_guards.clear()
 
     def _load_from_snapshot(self, log_start_offset: int, now: int) -> None:
         while True:

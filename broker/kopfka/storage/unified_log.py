@@ -54,6 +54,8 @@ ISOLATION_LOG_END = "log_end"
 ISOLATION_HIGH_WATERMARK = "high_watermark"
 ISOLATION_TXN_COMMITTED = "txn_committed"
 
+_NO_CHECK = object()  # no KIP-890 verification required for this append
+
 
 def now_ms() -> int:
     return _time.time_ns() // 1_000_000
@@ -331,7 +333,9 @@ class UnifiedLog:
         return False
 
     def _maybe_increment_first_unstable_offset(self) -> None:
-        fuo = self.producer_state_manager.first_unstable_offset()
+        psm = self.producer_state_manager
+        psm.on_high_watermark_updated(self.high_watermark)
+        fuo = psm.first_unstable_offset()
         self._first_unstable_offset_metadata = None if fuo is None else LogOffsetMetadata(fuo)
 
     # -- append ------------------------------------------------------------------------------
@@ -341,8 +345,15 @@ class UnifiedLog:
         records: bytes | bytearray | memoryview,
         leader_epoch: int,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        *,
+        require_verification: bool = False,
+        verification_guard: object | None = None,
     ) -> LogAppendInfo:
-        """Validate, assign offsets and append client batches. Raises KafkaError on bad input."""
+        """Validate, assign offsets and append client batches. Raises KafkaError on bad input.
+
+        With `require_verification` (transaction.partition.verification.enable), a client's
+        transactional batch that does not continue an open transaction here must carry the
+        guard of a successful coordinator verification (KIP-890), else INVALID_TXN_STATE."""
         self.partition_metadata_file.maybe_flush()
         local = self.local_log
         config = local.config
@@ -353,6 +364,7 @@ class UnifiedLog:
             config=config,
             now_ms=now,
             leader_epoch=leader_epoch,
+            from_client=origin == AppendOrigin.CLIENT,
         )
         data = result.records
         batches = result.batches
@@ -376,7 +388,9 @@ class UnifiedLog:
                 f"which exceeds the maximum configured segment size of {config.segment_bytes}",
             )
         segment = self._maybe_roll(len(data), info, now)
-        updated, completed, duplicate = self._analyze_and_validate_producer_state(batches, origin, data)
+        updated, completed, duplicate = self._analyze_and_validate_producer_state(
+            batches, origin, data, verification_guard if require_verification else _NO_CHECK
+        )
         if duplicate is not None:
             info.first_offset = duplicate.first_offset
             info.last_offset = duplicate.last_offset
@@ -448,7 +462,11 @@ class UnifiedLog:
             self.flush()
 
     def _analyze_and_validate_producer_state(
-        self, batches: list[BatchHeader], origin: AppendOrigin, data: bytes | bytearray | memoryview
+        self,
+        batches: list[BatchHeader],
+        origin: AppendOrigin,
+        data: bytes | bytearray | memoryview,
+        verification_guard: object | None = _NO_CHECK,
     ) -> tuple[dict[int, ProducerAppendInfo], list[CompletedTxn], BatchMetadata | None]:
         updated: dict[int, ProducerAppendInfo] = {}
         completed: list[CompletedTxn] = []
@@ -463,6 +481,18 @@ class UnifiedLog:
                     dup = last.find_duplicate_batch(batch)
                     if dup is not None:
                         return updated, completed, dup
+                if (
+                    verification_guard is not _NO_CHECK
+                    and batch.is_transactional
+                    and not batch.is_control
+                    and not psm.has_ongoing_transaction(pid, batch.producer_epoch)
+                    and not psm.is_verified(pid, verification_guard)
+                ):
+                    raise KafkaError(
+                        ErrorCode.invalid_txn_state,
+                        f"record of producer {pid} in {self.topic_partition} is not part of an "
+                        "ongoing transaction the coordinator verified",
+                    )
             info = updated.get(pid)
             if info is None:
                 info = updated[pid] = psm.prepare_update(pid, origin)

@@ -29,14 +29,27 @@ log = logging.getLogger(__name__)
 
 
 def restore_classic_group(group_id: str, v: rec.GroupValue) -> ClassicGroup:
-    g = ClassicGroup(group_id, generation_id=v.generation, protocol_type=v.protocol_type or None,
-                     protocol_name=v.protocol, leader_id=v.leader)
+    g = ClassicGroup(
+        group_id,
+        generation_id=v.generation,
+        protocol_type=v.protocol_type or None,
+        protocol_name=v.protocol,
+        leader_id=v.leader,
+    )
     if v.current_state_timestamp >= 0:
         g.state_timestamp = v.current_state_timestamp
     for m in v.members:
         g.members[m.member_id] = ClassicMember(
-            m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout, m.session_timeout,
-            v.protocol_type, [(v.protocol or "", m.subscription)], m.assignment)
+            m.member_id,
+            m.group_instance_id,
+            m.client_id,
+            m.client_host,
+            m.rebalance_timeout,
+            m.session_timeout,
+            v.protocol_type,
+            [(v.protocol or "", m.subscription)],
+            m.assignment,
+        )
         if m.group_instance_id is not None:
             g.static_members[m.group_instance_id] = m.member_id
     g.state = ClassicState.STABLE if g.members else ClassicState.EMPTY
@@ -46,8 +59,17 @@ def restore_classic_group(group_id: str, v: rec.GroupValue) -> ClassicGroup:
 
 
 def _error_join(member_id: str, code: ErrorCode) -> dict[str, Any]:
-    return {"throttle_time": 0, "error_code": code, "generation_id": -1, "protocol_type": None, "protocol_name": None,
-            "leader": "", "skip_assignment": False, "member_id": member_id, "members": []}
+    return {
+        "throttle_time": 0,
+        "error_code": code,
+        "generation_id": -1,
+        "protocol_type": None,
+        "protocol_name": None,
+        "leader": "",
+        "skip_assignment": False,
+        "member_id": member_id,
+        "members": [],
+    }
 
 
 class ClassicProtocol:
@@ -55,26 +77,46 @@ class ClassicProtocol:
         self.coord = coord
 
     # --- helpers ----------------------------------------------------------------------------------
-    def _join_response(self, group: ClassicGroup, member_id: str, *, with_members: bool,
-                       skip_assignment: bool = False) -> dict[str, Any]:
+    def _join_response(
+        self, group: ClassicGroup, member_id: str, *, with_members: bool, skip_assignment: bool = False
+    ) -> dict[str, Any]:
         members = []
         if with_members:
-            members = [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
-                        "metadata": m.metadata(group.protocol_name)} for m in group.members.values()]
-        return {"throttle_time": 0, "error_code": ErrorCode.none, "generation_id": group.generation_id,
-                "protocol_type": group.protocol_type, "protocol_name": group.protocol_name,
-                "leader": group.leader_id or "", "skip_assignment": skip_assignment, "member_id": member_id,
-                "members": members}
+            members = [
+                {
+                    "member_id": m.member_id,
+                    "group_instance_id": m.group_instance_id,
+                    "metadata": m.metadata(group.protocol_name),
+                }
+                for m in group.members.values()
+            ]
+        return {
+            "throttle_time": 0,
+            "error_code": ErrorCode.none,
+            "generation_id": group.generation_id,
+            "protocol_type": group.protocol_type,
+            "protocol_name": group.protocol_name,
+            "leader": group.leader_id or "",
+            "skip_assignment": skip_assignment,
+            "member_id": member_id,
+            "members": members,
+        }
 
     def _sync_response(self, group: ClassicGroup, code: ErrorCode, assignment: bytes = b"") -> dict[str, Any]:
-        return {"throttle_time": 0, "error_code": code, "protocol_type": group.protocol_type,
-                "protocol_name": group.protocol_name, "assignment": assignment}
+        return {
+            "throttle_time": 0,
+            "error_code": code,
+            "protocol_type": group.protocol_type,
+            "protocol_name": group.protocol_name,
+            "assignment": assignment,
+        }
 
     def _schedule_heartbeat(self, shard: Shard, group: ClassicGroup, member: ClassicMember) -> None:
         member.cancel_timer()
         loop = asyncio.get_running_loop()
-        member.heartbeat_timer = loop.call_later(member.session_timeout_ms / 1000, self._on_session_expired,
-                                                 shard, group, member.member_id)
+        member.heartbeat_timer = loop.call_later(
+            member.session_timeout_ms / 1000, self._on_session_expired, shard, group, member.member_id
+        )
 
     def _on_session_expired(self, shard: Shard, group: ClassicGroup, member_id: str) -> None:
         from kopfka.coordinator.group.coordinator import ShardState
@@ -88,8 +130,9 @@ class ClassicProtocol:
         if member.awaiting_join or member.awaiting_sync:
             self._schedule_heartbeat(shard, group, member)
             return
-        log.info("Member %s in group %s has failed, removing it from the group (session timeout)",
-                 member_id, group.group_id)
+        log.info(
+            "Member %s in group %s has failed, removing it from the group (session timeout)", member_id, group.group_id
+        )
         self._remove_member(shard, group, member_id, "session timeout")
 
     def _remove_member(self, shard: Shard, group: ClassicGroup, member_id: str, reason: str) -> None:
@@ -133,8 +176,12 @@ class ClassicProtocol:
         group.pending_sync.clear()
         was_empty = group.is_(ClassicState.EMPTY)
         group.transition(ClassicState.PREPARING_REBALANCE)
-        log.info("Preparing to rebalance group %s in state PreparingRebalance with old generation %d (reason: %s)",
-                 group.group_id, group.generation_id, reason)
+        log.info(
+            "Preparing to rebalance group %s in state PreparingRebalance with old generation %d (reason: %s)",
+            group.group_id,
+            group.generation_id,
+            reason,
+        )
         if group.join_timer is not None:
             group.join_timer.cancel()
         delay = int(self.coord.config("group.initial.rebalance.delay.ms", 3000))
@@ -145,16 +192,18 @@ class ClassicProtocol:
             group.join_timer = loop.call_later(delay / 1000, self._on_initial_delay, shard, group, delay)
         else:
             group.in_initial_delay = False
-            group.join_timer = loop.call_later(max(group.max_rebalance_timeout_ms(), 0) / 1000,
-                                               self._complete_join, shard, group)
+            group.join_timer = loop.call_later(
+                max(group.max_rebalance_timeout_ms(), 0) / 1000, self._complete_join, shard, group
+            )
 
     def _on_initial_delay(self, shard: Shard, group: ClassicGroup, delay: int) -> None:
         if group.new_member_added and group.initial_delay_remaining_ms > 0:
             group.new_member_added = False
             step = min(delay, group.initial_delay_remaining_ms)
             group.initial_delay_remaining_ms -= step
-            group.join_timer = asyncio.get_running_loop().call_later(step / 1000, self._on_initial_delay,
-                                                                     shard, group, delay)
+            group.join_timer = asyncio.get_running_loop().call_later(
+                step / 1000, self._on_initial_delay, shard, group, delay
+            )
             return
         group.in_initial_delay = False
         self._complete_join(shard, group)
@@ -188,8 +237,9 @@ class ClassicProtocol:
         if group.leader_id not in group.members:
             group.leader_id = next(iter(group.members))
         group.transition(ClassicState.COMPLETING_REBALANCE)
-        log.info("Stabilized group %s generation %d with %d members", group.group_id, group.generation_id,
-                 len(group.members))
+        log.info(
+            "Stabilized group %s generation %d with %d members", group.group_id, group.generation_id, len(group.members)
+        )
         group.pending_sync = set(group.members)
         for m in group.members.values():
             fut = m.join_future
@@ -200,7 +250,8 @@ class ClassicProtocol:
             self._schedule_heartbeat(shard, group, m)
         gen = group.generation_id
         group.sync_timer = asyncio.get_running_loop().call_later(
-            max(group.max_rebalance_timeout_ms(), 0) / 1000, self._on_sync_timeout, shard, group, gen)
+            max(group.max_rebalance_timeout_ms(), 0) / 1000, self._on_sync_timeout, shard, group, gen
+        )
 
     def _on_sync_timeout(self, shard: Shard, group: ClassicGroup, generation: int) -> None:
         group.sync_timer = None
@@ -211,22 +262,35 @@ class ClassicProtocol:
             self._remove_member(shard, group, mid, "pending sync timeout")
 
     # --- JoinGroup --------------------------------------------------------------------------------
-    async def join(self, *, group_id: str, member_id: str, instance_id: str | None, protocol_type: str,
-                   protocols: list[tuple[str, bytes]], session_timeout_ms: int, rebalance_timeout_ms: int,
-                   client_id: str, client_host: str, api_version: int) -> dict[str, Any]:
+    async def join(
+        self,
+        *,
+        group_id: str,
+        member_id: str,
+        instance_id: str | None,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        client_id: str,
+        client_host: str,
+        api_version: int,
+    ) -> dict[str, Any]:
         coord = self.coord
         try:
             shard = coord.shard_for(group_id)
             lo = int(coord.config("group.min.session.timeout.ms", 6000))
             hi = int(coord.config("group.max.session.timeout.ms", 1800000))
             if not lo <= session_timeout_ms <= hi:
-                raise KafkaError(ErrorCode.invalid_session_timeout,
-                                 f"session timeout {session_timeout_ms} not in [{lo}, {hi}]")
+                raise KafkaError(
+                    ErrorCode.invalid_session_timeout, f"session timeout {session_timeout_ms} not in [{lo}, {hi}]"
+                )
             group = shard.groups.get(group_id)
             if isinstance(group, ConsumerGroup):
                 if not group.is_empty:
-                    raise KafkaError(ErrorCode.inconsistent_group_protocol,
-                                     f"group {group_id} uses the consumer protocol")
+                    raise KafkaError(
+                        ErrorCode.inconsistent_group_protocol, f"group {group_id} uses the consumer protocol"
+                    )
                 group = None
             if group is None:
                 if member_id:
@@ -236,33 +300,70 @@ class ClassicProtocol:
             if group.is_(ClassicState.DEAD):
                 raise KafkaError(ErrorCode.coordinator_not_available, "the group is being unloaded")
             if not group.supports(protocol_type, protocols):
-                raise KafkaError(ErrorCode.inconsistent_group_protocol,
-                                 f"protocols of the member are incompatible with group {group_id}")
+                raise KafkaError(
+                    ErrorCode.inconsistent_group_protocol,
+                    f"protocols of the member are incompatible with group {group_id}",
+                )
             if rebalance_timeout_ms < 0:
                 rebalance_timeout_ms = session_timeout_ms
-            args = (instance_id, client_id, client_host, rebalance_timeout_ms, session_timeout_ms, protocol_type,
-                    protocols)
+            args = (
+                instance_id,
+                client_id,
+                client_host,
+                rebalance_timeout_ms,
+                session_timeout_ms,
+                protocol_type,
+                protocols,
+            )
             if not member_id:
                 return await self._join_new(shard, group, api_version, *args)
             return await self._join_known(shard, group, member_id, *args)
         except KafkaError as exc:
             return _error_join(member_id, exc.code)
 
-    async def _join_new(self, shard: Shard, group: ClassicGroup, api_version: int, instance_id: str | None,
-                        client_id: str, client_host: str, rebalance_ms: int, session_ms: int, protocol_type: str,
-                        protocols: list[tuple[str, bytes]]) -> dict[str, Any]:
+    async def _join_new(
+        self,
+        shard: Shard,
+        group: ClassicGroup,
+        api_version: int,
+        instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        rebalance_ms: int,
+        session_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+    ) -> dict[str, Any]:
         new_id = f"{client_id}-{uuid.uuid4()}"
         if instance_id is not None and instance_id in group.static_members:
-            return await self._replace_static_member(shard, group, group.static_members[instance_id], new_id,
-                                                     client_id, client_host, rebalance_ms, session_ms, protocols)
+            return await self._replace_static_member(
+                shard,
+                group,
+                group.static_members[instance_id],
+                new_id,
+                client_id,
+                client_host,
+                rebalance_ms,
+                session_ms,
+                protocols,
+            )
         if len(group.members) >= int(self.coord.config("group.max.size", 2**31 - 1)):
             raise KafkaError(ErrorCode.group_max_size_reached, f"group {group.group_id} is full")
         if instance_id is None and api_version >= 4:
             group.pending_members.add(new_id)
             asyncio.get_running_loop().call_later(session_ms / 1000, self._expire_pending, shard, group, new_id)
             return _error_join(new_id, ErrorCode.member_id_required)
-        member = ClassicMember(new_id, instance_id, client_id, client_host, rebalance_ms, session_ms, protocol_type,
-                               list(protocols), is_new=True)
+        member = ClassicMember(
+            new_id,
+            instance_id,
+            client_id,
+            client_host,
+            rebalance_ms,
+            session_ms,
+            protocol_type,
+            list(protocols),
+            is_new=True,
+        )
         return await self._add_and_rebalance(shard, group, member)
 
     def _expire_pending(self, shard: Shard, group: ClassicGroup, member_id: str) -> None:
@@ -281,17 +382,38 @@ class ClassicProtocol:
         self._try_complete_join(shard, group)
         return await fut
 
-    async def _replace_static_member(self, shard: Shard, group: ClassicGroup, old_id: str, new_id: str,
-                                     client_id: str, client_host: str, rebalance_ms: int, session_ms: int,
-                                     protocols: list[tuple[str, bytes]]) -> dict[str, Any]:
+    async def _replace_static_member(
+        self,
+        shard: Shard,
+        group: ClassicGroup,
+        old_id: str,
+        new_id: str,
+        client_id: str,
+        client_host: str,
+        rebalance_ms: int,
+        session_ms: int,
+        protocols: list[tuple[str, bytes]],
+    ) -> dict[str, Any]:
         old = group.members[old_id]
         self._fail_waiters(group, old, ErrorCode.fenced_instance_id)
         was_leader = group.leader_id == old_id
-        unchanged = old.metadata(group.protocol_name) == dict(protocols).get(group.protocol_name or "", None) \
-            if group.protocol_name else False
+        unchanged = (
+            old.metadata(group.protocol_name) == dict(protocols).get(group.protocol_name or "", None)
+            if group.protocol_name
+            else False
+        )
         group.remove(old_id)
-        member = ClassicMember(new_id, old.group_instance_id, client_id, client_host, rebalance_ms, session_ms,
-                               old.protocol_type, list(protocols), old.assignment)
+        member = ClassicMember(
+            new_id,
+            old.group_instance_id,
+            client_id,
+            client_host,
+            rebalance_ms,
+            session_ms,
+            old.protocol_type,
+            list(protocols),
+            old.assignment,
+        )
         group.add(member)
         if was_leader:
             group.leader_id = new_id
@@ -311,12 +433,31 @@ class ClassicProtocol:
         self._try_complete_join(shard, group)
         return await fut2
 
-    async def _join_known(self, shard: Shard, group: ClassicGroup, member_id: str, instance_id: str | None,
-                          client_id: str, client_host: str, rebalance_ms: int, session_ms: int, protocol_type: str,
-                          protocols: list[tuple[str, bytes]]) -> dict[str, Any]:
+    async def _join_known(
+        self,
+        shard: Shard,
+        group: ClassicGroup,
+        member_id: str,
+        instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        rebalance_ms: int,
+        session_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+    ) -> dict[str, Any]:
         if member_id in group.pending_members:
-            member = ClassicMember(member_id, instance_id, client_id, client_host, rebalance_ms, session_ms,
-                                   protocol_type, list(protocols), is_new=True)
+            member = ClassicMember(
+                member_id,
+                instance_id,
+                client_id,
+                client_host,
+                rebalance_ms,
+                session_ms,
+                protocol_type,
+                list(protocols),
+                is_new=True,
+            )
             return await self._add_and_rebalance(shard, group, member)
         known = group.members.get(member_id)
         if instance_id is not None and group.static_members.get(instance_id, member_id) != member_id:
@@ -344,8 +485,9 @@ class ClassicProtocol:
         return await fut
 
     # --- SyncGroup --------------------------------------------------------------------------------
-    def _check_member(self, group: ClassicGroup | None, member_id: str, instance_id: str | None,
-                      generation: int) -> ClassicMember:
+    def _check_member(
+        self, group: ClassicGroup | None, member_id: str, instance_id: str | None, generation: int
+    ) -> ClassicMember:
         if group is None or isinstance(group, ConsumerGroup) or group.is_(ClassicState.EMPTY):
             raise KafkaError(ErrorCode.unknown_member_id, "unknown group or member")
         if group.is_(ClassicState.DEAD):
@@ -356,20 +498,31 @@ class ClassicProtocol:
         if member is None:
             raise KafkaError(ErrorCode.unknown_member_id, f"group {group.group_id} has no member {member_id}")
         if generation != group.generation_id:
-            raise KafkaError(ErrorCode.illegal_generation,
-                             f"generation {generation} is not group {group.group_id}'s {group.generation_id}")
+            raise KafkaError(
+                ErrorCode.illegal_generation,
+                f"generation {generation} is not group {group.group_id}'s {group.generation_id}",
+            )
         return member
 
-    async def sync(self, *, group_id: str, generation: int, member_id: str, instance_id: str | None,
-                   protocol_type: str | None, protocol_name: str | None,
-                   assignments: dict[str, bytes]) -> dict[str, Any]:
+    async def sync(
+        self,
+        *,
+        group_id: str,
+        generation: int,
+        member_id: str,
+        instance_id: str | None,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: dict[str, bytes],
+    ) -> dict[str, Any]:
         group: Any = None
         try:
             shard = self.coord.shard_for(group_id)
             group = shard.groups.get(group_id)
             member = self._check_member(group, member_id, instance_id, generation)
-            if (protocol_type is not None and protocol_type != group.protocol_type) or \
-                    (protocol_name is not None and protocol_name != group.protocol_name):
+            if (protocol_type is not None and protocol_type != group.protocol_type) or (
+                protocol_name is not None and protocol_name != group.protocol_name
+            ):
                 raise KafkaError(ErrorCode.inconsistent_group_protocol, "protocol mismatch")
             if group.is_(ClassicState.PREPARING_REBALANCE):
                 raise KafkaError(ErrorCode.rebalance_in_progress, "the group is rebalancing")
@@ -383,8 +536,13 @@ class ClassicProtocol:
                 self.coord.spawn(self._store_assignment(shard, group, assignments))
             return await fut
         except KafkaError as exc:
-            return {"throttle_time": 0, "error_code": exc.code, "protocol_type": None, "protocol_name": None,
-                    "assignment": b""}
+            return {
+                "throttle_time": 0,
+                "error_code": exc.code,
+                "protocol_type": None,
+                "protocol_name": None,
+                "assignment": b"",
+            }
 
     async def _store_assignment(self, shard: Shard, group: ClassicGroup, assignments: dict[str, bytes]) -> None:
         gen = group.generation_id
@@ -463,14 +621,18 @@ class ClassicProtocol:
         return out
 
     # --- offsets, loading, describe ---------------------------------------------------------------
-    def validate_commit(self, group: ClassicGroup, member_id: str, generation: int, instance_id: str | None) -> None:
+    def validate_commit(
+        self, group: ClassicGroup, member_id: str, generation: int, instance_id: str | None, transactional: bool = False
+    ) -> None:
         if group.is_(ClassicState.DEAD):
             raise KafkaError(ErrorCode.coordinator_not_available, "the group is being unloaded")
         if instance_id is not None and group.static_members.get(instance_id, member_id) != member_id:
             raise KafkaError(ErrorCode.fenced_instance_id, f"instance {instance_id} has a newer member id")
         if generation < 0 and group.is_(ClassicState.EMPTY):
             return
-        if group.is_(ClassicState.COMPLETING_REBALANCE):
+        if transactional and generation < 0 and not member_id and instance_id is None:
+            return  # TxnOffsetCommit < v3 carries no member: accepted whatever the group's state
+        if group.is_(ClassicState.COMPLETING_REBALANCE) and not transactional:
             raise KafkaError(ErrorCode.rebalance_in_progress, "the group is rebalancing")
         member = group.members.get(member_id)
         if member is None:
@@ -489,12 +651,22 @@ class ClassicProtocol:
     def describe(self, group: ClassicGroup) -> dict[str, Any]:
         stable = group.is_(ClassicState.STABLE)
         return {
-            "error_code": ErrorCode.none, "error_message": None, "group_id": group.group_id,
-            "group_state": group.state_name, "protocol_type": group.protocol_type or "",
+            "error_code": ErrorCode.none,
+            "error_message": None,
+            "group_id": group.group_id,
+            "group_state": group.state_name,
+            "protocol_type": group.protocol_type or "",
             "protocol_data": (group.protocol_name or "") if stable else "",
-            "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
-                         "client_id": m.client_id, "client_host": m.client_host,
-                         "member_metadata": m.metadata(group.protocol_name) if stable else b"",
-                         "member_assignment": m.assignment if stable else b""} for m in group.members.values()],
+            "members": [
+                {
+                    "member_id": m.member_id,
+                    "group_instance_id": m.group_instance_id,
+                    "client_id": m.client_id,
+                    "client_host": m.client_host,
+                    "member_metadata": m.metadata(group.protocol_name) if stable else b"",
+                    "member_assignment": m.assignment if stable else b"",
+                }
+                for m in group.members.values()
+            ],
             "authorized_operations": -(2**31),
         }

@@ -24,15 +24,16 @@ from kopfka.coordinator.group.classic_protocol import ClassicProtocol, restore_c
 from kopfka.coordinator.group.consumer_protocol import ConsumerProtocol
 from kopfka.coordinator.group.group_metadata import ClassicGroup, ClassicState, ConsumerGroup, Group, now_ms
 from kopfka.coordinator.group.offsets import CommittedOffset, OffsetCache
+from kopfka.coordinator.group.txn_offsets import PendingTxnOffsets
+from kopfka.coordinator.internal_topic import coordinator_endpoint, ensure_topic, replay_partition
+from kopfka.coordinator.partition_writer import PartitionWriter
 from kopfka.metadata.image import MetadataDelta, MetadataImage
 from kopfka.protocol.errors import ErrorCode, KafkaError
-from kopfka.protocol.record_codec import Record, decode_records, encode_batch
-from kopfka.protocol.records import iter_batches
+from kopfka.protocol.record_codec import CONTROL_COMMIT, control_record_type, decode_records
 
 log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
-MAX_BATCH_BYTES = 512 * 1024
 
 
 def java_string_hashcode(s: str) -> int:
@@ -57,13 +58,6 @@ class ShardState(enum.Enum):
 
 
 @dataclass
-class _PendingWrite:
-    records: list[tuple[bytes, bytes | None]]
-    apply: Callable[[], None] | None
-    future: asyncio.Future[None]
-
-
-@dataclass
 class Shard:
     """The state of one __consumer_offsets partition this broker leads."""
 
@@ -72,8 +66,8 @@ class Shard:
     state: ShardState = ShardState.LOADING
     groups: dict[str, Group] = field(default_factory=dict)
     offsets: OffsetCache = field(default_factory=OffsetCache)
-    pending: list[_PendingWrite] = field(default_factory=list)
-    flush_scheduled: bool = False
+    txn_offsets: PendingTxnOffsets = field(default_factory=PendingTxnOffsets)
+    writer: PartitionWriter | None = None
     load_task: asyncio.Task[None] | None = None
 
     def close(self) -> None:
@@ -87,14 +81,27 @@ class Shard:
                     for fut in (m.join_future, m.sync_future):
                         if fut is not None and not fut.done():
                             fut.set_exception(KafkaError(ErrorCode.not_coordinator, "coordinator moved"))
-        for w in self.pending:
-            if not w.future.done():
-                w.future.set_exception(KafkaError(ErrorCode.not_coordinator, "coordinator moved"))
-        self.pending.clear()
+        if self.writer is not None:
+            self.writer.close(KafkaError(ErrorCode.not_coordinator, "coordinator moved"))
 
 
-def _size(w: _PendingWrite) -> int:
-    return sum(len(k) + len(v or b"") for k, v in w.records)
+def _write_error(code: ErrorCode, message: str) -> KafkaError:
+    """Kafka's mapping of a failed offsets-topic append to the coordinator's answer."""
+    if code in (ErrorCode.not_leader_or_follower, ErrorCode.unknown_topic_or_partition):
+        return KafkaError(ErrorCode.not_coordinator, message)
+    if code in (ErrorCode.message_too_large, ErrorCode.record_list_too_large):
+        return KafkaError(ErrorCode.invalid_commit_offset_size, message)
+    if code in (
+        ErrorCode.invalid_producer_epoch,
+        ErrorCode.producer_fenced,
+        ErrorCode.invalid_txn_state,
+        ErrorCode.invalid_producer_id_mapping,
+        ErrorCode.transaction_coordinator_fenced,
+    ):
+        return KafkaError(code, message)  # a fenced transactional offset commit
+    if code == ErrorCode.request_timed_out:
+        return KafkaError(code, "the write was not replicated in time")
+    return KafkaError(ErrorCode.coordinator_not_available, f"{code.name}: {message}")
 
 
 class GroupCoordinator:
@@ -178,32 +185,31 @@ class GroupCoordinator:
         tp = (OFFSETS_TOPIC, shard.partition)
         count = 0
         try:
-            part = self.services.replica_manager.partitions.get(tp)
-            if part is None:
-                raise KafkaError(ErrorCode.not_coordinator, f"{tp} is not hosted here")
-            ulog = part.log
-            offset, end = ulog.log_start_offset, ulog.log_end_offset
-            while offset < end:
-                data = ulog.read(offset, 1 << 20, isolation="log_end", min_one_message=True).records.read()
-                if not data:
-                    break
-                for header in iter_batches(data, allow_partial_tail=True):
-                    offset = header.next_offset
-                    if header.is_control or header.is_transactional:
-                        continue  # transactional offset commits arrive with the transaction coordinator
-                    for r in decode_records(data, header):
-                        count += 1
-                        self._replay(shard, r.key, r.value)
-                await asyncio.sleep(0)
+            async for data, header in replay_partition(self.services.replica_manager, tp):
+                if header.is_control:
+                    if header.is_transactional and header.producer_id >= 0:
+                        commit = control_record_type(data, header) == CONTROL_COMMIT
+                        self._complete_txn(shard, header.producer_id, commit)
+                    continue
+                pid = header.producer_id if header.is_transactional else -1
+                for r in decode_records(data, header):
+                    count += 1
+                    self._replay(shard, r.key, r.value, r.offset, pid)
             if shard.state is ShardState.CLOSED:
                 return
             for group in shard.groups.values():
                 if isinstance(group, ClassicGroup):
                     self.classic.on_loaded(shard, group)
             shard.state = ShardState.ACTIVE
-            log.log(logging.INFO if count else logging.DEBUG, "Loaded %s-%d (%d records, %d groups) in %.0f ms",
-                    OFFSETS_TOPIC, shard.partition, count, len(shard.groups),
-                    (asyncio.get_running_loop().time() - start) * 1000)
+            log.log(
+                logging.INFO if count else logging.DEBUG,
+                "Loaded %s-%d (%d records, %d groups) in %.0f ms",
+                OFFSETS_TOPIC,
+                shard.partition,
+                count,
+                len(shard.groups),
+                (asyncio.get_running_loop().time() - start) * 1000,
+            )
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -212,17 +218,31 @@ class GroupCoordinator:
             if self.shards.get(shard.partition) is shard:
                 del self.shards[shard.partition]
 
-    def _replay(self, shard: Shard, key: bytes | None, value: bytes | None) -> None:
+    def _replay(
+        self, shard: Shard, key: bytes | None, value: bytes | None, offset: int = -1, producer_id: int = -1
+    ) -> None:
+        """Fold one record into the shard; `producer_id` >= 0 marks a transactional offset commit."""
         if key is None:
             return
         try:
             k = rec.decode_key(key)
-            if isinstance(k, rec.OffsetKey):
+            if isinstance(k, rec.OffsetKey) and producer_id >= 0:
+                if value is not None:
+                    shard.txn_offsets.add(
+                        producer_id,
+                        k.group,
+                        (k.topic, k.partition),
+                        CommittedOffset.from_value(rec.decode_offset_value(value), offset),
+                    )
+            elif isinstance(k, rec.OffsetKey):
                 if value is None:
                     shard.offsets.delete(k.group, (k.topic, k.partition))
                 else:
-                    shard.offsets.put(k.group, (k.topic, k.partition),
-                                      CommittedOffset.from_value(rec.decode_offset_value(value)))
+                    shard.offsets.put(
+                        k.group,
+                        (k.topic, k.partition),
+                        CommittedOffset.from_value(rec.decode_offset_value(value), offset),
+                    )
                     if k.group not in shard.groups:
                         shard.groups[k.group] = ClassicGroup(k.group)
             elif isinstance(k, rec.GroupKey):
@@ -252,8 +272,14 @@ class GroupCoordinator:
         return shard
 
     async def find_coordinator(self, key: str, key_type: int, listener: str) -> dict[str, Any]:
-        out: dict[str, Any] = {"key": key, "node_id": -1, "host": "", "port": -1,
-                               "error_code": ErrorCode.none, "error_message": None}
+        out: dict[str, Any] = {
+            "key": key,
+            "node_id": -1,
+            "host": "",
+            "port": -1,
+            "error_code": ErrorCode.none,
+            "error_message": None,
+        }
         try:
             if key_type == 1:
                 raise KafkaError(ErrorCode.coordinator_not_available, "transactions are not available yet")
@@ -265,140 +291,84 @@ class GroupCoordinator:
             if topic is None:
                 await self.ensure_offsets_topic()
                 raise KafkaError(ErrorCode.coordinator_not_available, "creating the offsets topic")
-            reg = topic.partitions.get(partition_for(key, len(topic.partitions)))
-            broker = self.image.brokers.get(reg.leader) if reg is not None else None
-            ep = broker.endpoint(listener) if broker is not None and not broker.fenced else None
-            if ep is None:
-                raise KafkaError(ErrorCode.coordinator_not_available, "the coordinator is not available")
-            out.update(node_id=broker.broker_id, host=ep.host, port=ep.port)  # type: ignore[union-attr]
+            out.update(coordinator_endpoint(self.image, topic, partition_for(key, len(topic.partitions)), listener))
         except KafkaError as exc:
             out.update(error_code=exc.code, error_message=exc.message)
         return out
 
     async def ensure_offsets_topic(self) -> None:
-        async with self._create_lock:
-            if OFFSETS_TOPIC in self.image.topics_by_name:
-                return
-            spec = CreateTopicSpec(OFFSETS_TOPIC, int(self.config("offsets.topic.num.partitions", 50)),
-                                   int(self.config("offsets.topic.replication.factor", 3)), None,
-                                   {"cleanup.policy": "compact",
-                                    "segment.bytes": str(self.config("offsets.topic.segment.bytes", 104857600)),
-                                    "compression.type": "producer"})
-            try:
-                results = await self.services.controller.create_topics([spec])
-            except KafkaError as exc:
-                log.warning("Could not create %s: %s", OFFSETS_TOPIC, exc)
-                return
-            for r in results:
-                if r.error not in (ErrorCode.none, ErrorCode.topic_already_exists):
-                    log.warning("Could not create %s: %s %s", OFFSETS_TOPIC, r.error.name, r.message)
+        spec = CreateTopicSpec(
+            OFFSETS_TOPIC,
+            int(self.config("offsets.topic.num.partitions", 50)),
+            int(self.config("offsets.topic.replication.factor", 3)),
+            None,
+            {
+                "cleanup.policy": "compact",
+                "segment.bytes": str(self.config("offsets.topic.segment.bytes", 104857600)),
+                "compression.type": "producer",
+            },
+        )
+        await ensure_topic(
+            self.services.controller, self._create_lock, lambda: OFFSETS_TOPIC in self.image.topics_by_name, spec
+        )
 
     # --- writes --------------------------------------------------------------------------------
-    async def write(self, shard: Shard, records: list[tuple[bytes, bytes | None]],
-                    apply: Callable[[], None] | None = None) -> None:
+    async def write(
+        self, shard: Shard, records: list[tuple[bytes, bytes | None]], apply: Callable[[], None] | None = None
+    ) -> None:
         """Append records to the shard's partition; `apply` runs once they are committed."""
         if shard.state is ShardState.CLOSED:
             raise KafkaError(ErrorCode.not_coordinator, "coordinator moved")
-        if not records:
-            if apply is not None:
-                apply()
-            return
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        shard.pending.append(_PendingWrite(records, apply, fut))
-        if not shard.flush_scheduled:
-            shard.flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush, shard)
-        await fut
+        if shard.writer is None:
+            shard.writer = self._writer(shard.partition, shard.leader_epoch)
+        await shard.writer.write(records, None if apply is None else (lambda _first: apply()))
 
-    def _flush(self, shard: Shard) -> None:
-        shard.flush_scheduled = False
-        pending, shard.pending = shard.pending, []
-        while pending:
-            chunk: list[_PendingWrite] = []
-            size = 0
-            while pending and (not chunk or size + _size(pending[0]) < MAX_BATCH_BYTES):
-                w = pending.pop(0)
-                size += _size(w)
-                chunk.append(w)
-            self._append(shard, chunk)
-
-    def _append(self, shard: Shard, chunk: list[_PendingWrite]) -> None:
-        ts = now_ms()
-        recs = [Record(i, ts, k, v) for i, (k, v) in enumerate(kv for w in chunk for kv in w.records)]
-        tp = (OFFSETS_TOPIC, shard.partition)
-        error: KafkaError | None = None
-        last = -1
+    async def write_at(
+        self,
+        shard: Shard,
+        records: list[tuple[bytes, bytes | None]],
+        apply: Callable[[int], None],
+        producer: tuple[int, int] | None = None,
+    ) -> int:
+        """Like `write`; `apply` gets the log offset of the first record (transactional with `producer`)."""
         if shard.state is ShardState.CLOSED:
-            error = KafkaError(ErrorCode.not_coordinator, "coordinator moved")
-        else:
-            part = self.services.replica_manager.partitions.get(tp)
-            if part is None or part.leader_epoch != shard.leader_epoch:
-                error = KafkaError(ErrorCode.not_coordinator, "coordinator moved")
-            else:
-                res = self.services.replica_manager.append_records([(tp, encode_batch(recs))], -1, internal=True)[tp]
-                if res.error in (ErrorCode.not_leader_or_follower, ErrorCode.unknown_topic_or_partition):
-                    error = KafkaError(ErrorCode.not_coordinator, res.message or "")
-                elif res.error == ErrorCode.message_too_large or res.error == ErrorCode.record_list_too_large:
-                    error = KafkaError(ErrorCode.invalid_commit_offset_size, res.message or "")
-                elif res.error != ErrorCode.none:
-                    error = KafkaError(ErrorCode.coordinator_not_available, f"{res.error.name}: {res.message}")
-                else:
-                    last = res.base_offset + len(recs) - 1
-        if error is not None:
-            for w in chunk:
-                if not w.future.done():
-                    w.future.set_exception(error)
-            return
-        part = self.services.replica_manager.partitions[tp]
-        if part.log.high_watermark > last:
-            self._complete(chunk)
-        else:
-            self.spawn(self._await_commit(shard, part, last, chunk))
+            raise KafkaError(ErrorCode.not_coordinator, "coordinator moved")
+        if shard.writer is None:
+            shard.writer = self._writer(shard.partition, shard.leader_epoch)
+        return await shard.writer.write(records, apply, producer=producer)
 
-    async def _await_commit(self, shard: Shard, part: Any, last: int, chunk: list[_PendingWrite]) -> None:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + int(self.config("offsets.commit.timeout.ms", 5000)) / 1000
-        while part.log.high_watermark <= last:
-            remaining = deadline - loop.time()
-            if remaining <= 0 or shard.state is ShardState.CLOSED:
-                err = KafkaError(ErrorCode.request_timed_out if remaining <= 0 else ErrorCode.not_coordinator,
-                                 "the write was not replicated in time")
-                for w in chunk:
-                    if not w.future.done():
-                        w.future.set_exception(err)
-                return
-            fut: asyncio.Future[None] = loop.create_future()
-            part.add_waiter(fut)
-            try:
-                await asyncio.wait_for(fut, remaining)
-            except TimeoutError:
-                pass
-            finally:
-                part.remove_waiter(fut)
-        self._complete(chunk)
-
-    def _complete(self, chunk: list[_PendingWrite]) -> None:
-        for w in chunk:
-            try:
-                if w.apply is not None:
-                    w.apply()
-            except Exception as exc:  # a bug in one apply must not strand the other writers
-                log.exception("applying a committed coordinator write failed")
-                if not w.future.done():
-                    w.future.set_exception(exc)
-                continue
-            if not w.future.done():
-                w.future.set_result(None)
+    def _writer(self, pid: int, epoch: int) -> PartitionWriter:
+        return PartitionWriter(
+            self.services,
+            (OFFSETS_TOPIC, pid),
+            epoch,
+            timeout_ms=lambda: int(self.config("offsets.commit.timeout.ms", 5000)),
+            map_error=_write_error,
+        )
 
     def group_metadata_records(self, group: ClassicGroup) -> list[tuple[bytes, bytes | None]]:
         if group.state is ClassicState.DEAD:
             return [(rec.group_key(group.group_id), None)]
-        value = rec.GroupValue(group.protocol_type or "", group.generation_id, group.protocol_name, group.leader_id,
-                               group.state_timestamp, [
-                                   rec.MemberValue(m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                                                   m.rebalance_timeout_ms, m.session_timeout_ms,
-                                                   m.metadata(group.protocol_name), m.assignment)
-                                   for m in group.members.values()])
+        value = rec.GroupValue(
+            group.protocol_type or "",
+            group.generation_id,
+            group.protocol_name,
+            group.leader_id,
+            group.state_timestamp,
+            [
+                rec.MemberValue(
+                    m.member_id,
+                    m.group_instance_id,
+                    m.client_id,
+                    m.client_host,
+                    m.rebalance_timeout_ms,
+                    m.session_timeout_ms,
+                    m.metadata(group.protocol_name),
+                    m.assignment,
+                )
+                for m in group.members.values()
+            ],
+        )
         return [(rec.group_key(group.group_id), rec.encode_group_value(value))]
 
     # --- offsets --------------------------------------------------------------------------------
@@ -418,24 +388,41 @@ class GroupCoordinator:
         t = self.image.topics_by_name.get(topic)
         return t is not None and partition in t.partitions
 
-    async def commit_offsets(self, group_id: str, member_id: str, generation: int, instance_id: str | None,
-                             offsets: list[tuple[str, int, int, int, str | None]], *, api_version: int,
-                             retention_ms: int = -1) -> dict[tuple[str, int], ErrorCode]:
-        """offsets: (topic, partition, offset, leader_epoch, metadata). Returns per-partition errors."""
+    async def commit_offsets(
+        self,
+        group_id: str,
+        member_id: str,
+        generation: int,
+        instance_id: str | None,
+        offsets: list[tuple[str, int, int, int, str | None]],
+        *,
+        api_version: int,
+        retention_ms: int = -1,
+        producer: tuple[int, int] | None = None,
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """offsets: (topic, partition, offset, leader_epoch, metadata). Returns per-partition errors.
+
+        With `producer` (id, epoch) this is a TxnOffsetCommit: the offsets are written in the
+        producer's transaction and stay pending until its marker (see txn_offsets)."""
         shard = self.shard_for(group_id)
         group = shard.groups.get(group_id)
         created = False
         if group is None:
             created = True
             if generation >= 0:
-                raise KafkaError(ErrorCode.illegal_generation if api_version < 9 else ErrorCode.group_id_not_found,
-                                 f"group {group_id} does not exist")
+                missing = ErrorCode.illegal_generation if api_version < 9 or producer else ErrorCode.group_id_not_found
+                raise KafkaError(missing, f"group {group_id} does not exist")
             group = ClassicGroup(group_id)
             shard.groups[group_id] = group
         if isinstance(group, ConsumerGroup):
-            self.consumer.validate_commit(group, member_id, generation, instance_id)
+            try:
+                self.consumer.validate_commit(group, member_id, generation, instance_id)
+            except KafkaError as exc:
+                if producer is None or exc.code != ErrorCode.stale_member_epoch:
+                    raise
+                raise KafkaError(ErrorCode.illegal_generation, exc.message) from None
         else:
-            self.classic.validate_commit(group, member_id, generation, instance_id)
+            self.classic.validate_commit(group, member_id, generation, instance_id, transactional=producer is not None)
         max_meta = int(self.config("offset.metadata.max.bytes", 4096))
         results: dict[tuple[str, int], ErrorCode] = {}
         records: list[tuple[bytes, bytes | None]] = []
@@ -454,34 +441,70 @@ class GroupCoordinator:
             accepted.append(((topic, p), off))
             results[(topic, p)] = ErrorCode.none
 
-        def apply() -> None:
-            for tp, off in accepted:
-                shard.offsets.put(group_id, tp, off)
+        def apply(first: int) -> None:
+            for i, (tp, off) in enumerate(accepted):
+                off.record_offset = first + i
+                if producer is None:
+                    shard.offsets.put(group_id, tp, off)
+                else:
+                    shard.txn_offsets.add(producer[0], group_id, tp, off)
 
         try:
-            await self.write(shard, records, apply)
+            await self.write_at(shard, records, apply, producer)
         except KafkaError as exc:
             for tp, _ in accepted:
                 results[tp] = exc.code
-        if created and not shard.offsets.has_offsets(group_id) and shard.groups.get(group_id) is group:
+        if (
+            created
+            and not shard.offsets.has_offsets(group_id)
+            and not shard.txn_offsets.has_group(group_id)
+            and shard.groups.get(group_id) is group
+        ):
             shard.groups.pop(group_id, None)  # nothing was committed: don't leave an empty simple group behind
         return results
 
-    async def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None, *,
-                            member_id: str | None = None,
-                            member_epoch: int = -1) -> dict[tuple[str, int], CommittedOffset | None]:
-        """Committed offsets (None where nothing is committed); topics=None means all."""
+    async def fetch_offsets(
+        self,
+        group_id: str,
+        topics: list[tuple[str, list[int]]] | None,
+        *,
+        member_id: str | None = None,
+        member_epoch: int = -1,
+        require_stable: bool = False,
+    ) -> dict[tuple[str, int], CommittedOffset | ErrorCode | None]:
+        """Committed offsets (None where nothing is committed); topics=None means all. With
+        `require_stable`, partitions with a pending transactional commit are UNSTABLE_OFFSET_COMMIT."""
         shard = self.shard_for(group_id)
         group = shard.groups.get(group_id)
         if isinstance(group, ConsumerGroup) and member_id:
             self.consumer.validate_fetch(group, member_id, member_epoch)
         committed = shard.offsets.get(group_id)
+        out: dict[tuple[str, int], CommittedOffset | ErrorCode | None]
         if topics is None:
-            return dict(committed)  # type: ignore[arg-type]
-        return {(t, p): committed.get((t, p)) for t, parts in topics for p in parts}
+            out = dict(committed)
+        else:
+            out = {(t, p): committed.get((t, p)) for t, parts in topics for p in parts}
+        if require_stable and shard.txn_offsets.by_producer:
+            for tp in out:
+                if shard.txn_offsets.has_pending(group_id, tp):
+                    out[tp] = ErrorCode.unstable_offset_commit
+        return out
 
-    async def delete_offsets(self, group_id: str,
-                             partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
+    def on_transaction_completed(self, producer_id: int, partitions: list[int], commit: bool) -> None:
+        """A COMMIT/ABORT marker of `producer_id` was written to these offsets partitions."""
+        for pid in partitions:
+            shard = self.shards.get(pid)
+            if shard is not None and shard.state is ShardState.ACTIVE:
+                self._complete_txn(shard, producer_id, commit)
+
+    def _complete_txn(self, shard: Shard, producer_id: int, commit: bool) -> None:
+        for gid in shard.txn_offsets.complete(producer_id, commit, shard.offsets):
+            if gid not in shard.groups:
+                shard.groups[gid] = ClassicGroup(gid)
+
+    async def delete_offsets(
+        self, group_id: str, partitions: list[tuple[str, int]]
+    ) -> dict[tuple[str, int], ErrorCode]:
         shard = self.shard_for(group_id)
         group = shard.groups.get(group_id)
         if group is None:
@@ -556,20 +579,28 @@ class GroupCoordinator:
                 subs = None if group.is_empty else group.subscribed_topics()
                 if subs is None and not group.is_empty:
                     continue  # members with an opaque protocol: their offsets stay
-                expired = shard.offsets.expired(gid, now, retention_ms, empty_since_ms=empty_since,
-                                                subscribed=(subs or set()).__contains__)
+                expired = shard.offsets.expired(
+                    gid, now, retention_ms, empty_since_ms=empty_since, subscribed=(subs or set()).__contains__
+                )
                 records.extend((rec.offset_key(gid, *tp), None) for tp in expired)
                 expired_all.append((gid, expired))
                 remaining = set(shard.offsets.get(gid)) - set(expired)
-                if isinstance(group, ClassicGroup) and group.is_empty and group.state is ClassicState.EMPTY \
-                        and not remaining:
+                if (
+                    isinstance(group, ClassicGroup)
+                    and group.is_empty
+                    and group.state is ClassicState.EMPTY
+                    and not remaining
+                ):
                     dead.append(group)
                     records.append((rec.group_key(gid), None))
             if not records:
                 continue
 
-            def apply(shard: Shard = shard, expired_all: list[tuple[str, list[tuple[str, int]]]] = expired_all,
-                      dead: list[ClassicGroup] = dead) -> None:
+            def apply(
+                shard: Shard = shard,
+                expired_all: list[tuple[str, list[tuple[str, int]]]] = expired_all,
+                dead: list[ClassicGroup] = dead,
+            ) -> None:
                 for gid, tps in expired_all:
                     for tp in tps:
                         shard.offsets.delete(gid, tp)
@@ -597,8 +628,14 @@ class GroupCoordinator:
                     continue
                 if want_types and g.kind not in want_types:
                     continue
-                out.append({"group_id": gid, "protocol_type": g.protocol_type or "", "group_state": g.state_name,
-                            "group_type": g.kind})
+                out.append(
+                    {
+                        "group_id": gid,
+                        "protocol_type": g.protocol_type or "",
+                        "group_state": g.state_name,
+                        "group_type": g.kind,
+                    }
+                )
         return sorted(out, key=lambda g: g["group_id"])
 
     def loading(self) -> bool:
@@ -614,8 +651,9 @@ class GroupCoordinator:
                     raise KafkaError(ErrorCode.group_id_not_found, f"group {gid} does not exist")
                 if not group.is_empty:
                     raise KafkaError(ErrorCode.non_empty_group, f"group {gid} is not empty")
-                records: list[tuple[bytes, bytes | None]] = [(rec.offset_key(gid, *tp), None)
-                                                              for tp in shard.offsets.get(gid)]
+                records: list[tuple[bytes, bytes | None]] = [
+                    (rec.offset_key(gid, *tp), None) for tp in shard.offsets.get(gid)
+                ]
                 records.append((rec.group_key(gid), None))
 
                 def apply(shard: Shard = shard, gid: str = gid, group: Group = group) -> None:

@@ -25,13 +25,14 @@ class CommittedOffset:
     metadata: str
     commit_timestamp: int
     expire_timestamp: int = -1
+    record_offset: int = -1  # where its record sits in __consumer_offsets (orders txn vs plain commits)
 
     def to_value(self) -> OffsetValue:
         return OffsetValue(self.offset, self.leader_epoch, self.metadata, self.commit_timestamp, self.expire_timestamp)
 
     @classmethod
-    def from_value(cls, v: OffsetValue) -> CommittedOffset:
-        return cls(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp)
+    def from_value(cls, v: OffsetValue, record_offset: int = -1) -> CommittedOffset:
+        return cls(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp, record_offset)
 
 
 class OffsetCache:
@@ -59,8 +60,15 @@ class OffsetCache:
     def has_offsets(self, group: str) -> bool:
         return bool(self.groups.get(group))
 
-    def expired(self, group: str, now_ms: int, retention_ms: int, *, empty_since_ms: int | None,
-                subscribed: Callable[[str], bool]) -> list[TopicPartition]:
+    def expired(
+        self,
+        group: str,
+        now_ms: int,
+        retention_ms: int,
+        *,
+        empty_since_ms: int | None,
+        subscribed: Callable[[str], bool],
+    ) -> list[TopicPartition]:
         """The partitions whose offsets have expired for `group` at `now_ms`.
 
         `empty_since_ms` is when the group became empty (None if it has members); `subscribed`

@@ -10,107 +10,19 @@ Kafka loads here and vice versa.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
+
+from kopfka.coordinator.record_io import Reader as _Reader
+from kopfka.coordinator.record_io import RecordFormatError
+from kopfka.coordinator.record_io import Writer as _Writer
 
 OFFSET_COMMIT_KEY_V0 = 0
 OFFSET_COMMIT_KEY = 1
 GROUP_METADATA_KEY = 2
 
 
-class RecordFormatError(ValueError):
-    """A key or value in __consumer_offsets does not parse."""
-
-
-class _Writer:
-    def __init__(self) -> None:
-        self.buf = bytearray()
-
-    def i16(self, v: int) -> _Writer:
-        self.buf += struct.pack(">h", v)
-        return self
-
-    def i32(self, v: int) -> _Writer:
-        self.buf += struct.pack(">i", v)
-        return self
-
-    def i64(self, v: int) -> _Writer:
-        self.buf += struct.pack(">q", v)
-        return self
-
-    def string(self, s: str | None) -> _Writer:
-        if s is None:
-            return self.i16(-1)
-        b = s.encode()
-        self.i16(len(b))
-        self.buf += b
-        return self
-
-    def bytes_(self, b: bytes | None) -> _Writer:
-        if b is None:
-            return self.i32(-1)
-        self.i32(len(b))
-        self.buf += b
-        return self
-
-
-class _Reader:
-    def __init__(self, data: bytes, flexible: bool = False) -> None:
-        self.data = data
-        self.pos = 0
-        self.flexible = flexible
-
-    def _take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.data):
-            raise RecordFormatError("record runs past its end")
-        b = self.data[self.pos:self.pos + n]
-        self.pos += n
-        return b
-
-    def i16(self) -> int:
-        return int(struct.unpack(">h", self._take(2))[0])
-
-    def i32(self) -> int:
-        return int(struct.unpack(">i", self._take(4))[0])
-
-    def i64(self) -> int:
-        return int(struct.unpack(">q", self._take(8))[0])
-
-    def uvarint(self) -> int:
-        shift = result = 0
-        while True:
-            b = self._take(1)[0]
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return result
-            shift += 7
-            if shift > 35:
-                raise RecordFormatError("varint too long")
-
-    def _length(self, wide: bool) -> int:
-        if self.flexible:
-            return self.uvarint() - 1
-        return self.i32() if wide else self.i16()
-
-    def string(self) -> str | None:
-        n = self._length(False)
-        return None if n < 0 else self._take(n).decode("utf-8", "replace")
-
-    def bytes_(self) -> bytes | None:
-        n = self._length(True)
-        return None if n < 0 else self._take(n)
-
-    def array_len(self) -> int:
-        return self._length(True)
-
-    def skip_tags(self) -> None:
-        if self.flexible:
-            for _ in range(self.uvarint()):
-                self.uvarint()
-                self._take(self.uvarint())
-
-
 # --- keys ---------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class OffsetKey:
@@ -157,6 +69,7 @@ def decode_key(data: bytes) -> OffsetKey | GroupKey | OtherKey:
 
 # --- offset commit value --------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class OffsetValue:
     offset: int
@@ -191,6 +104,7 @@ def decode_offset_value(data: bytes) -> OffsetValue:
 
 
 # --- group metadata value -------------------------------------------------------------------------
+
 
 @dataclass
 class MemberValue:
@@ -251,7 +165,17 @@ def decode_group_value(data: bytes) -> GroupValue:
         subscription = r.bytes_() or b""
         assignment = r.bytes_() or b""
         r.skip_tags()
-        members.append(MemberValue(member_id, instance, client_id, client_host, rebalance_timeout, session_timeout,
-                                   subscription, assignment))
+        members.append(
+            MemberValue(
+                member_id,
+                instance,
+                client_id,
+                client_host,
+                rebalance_timeout,
+                session_timeout,
+                subscription,
+                assignment,
+            )
+        )
     r.skip_tags()
     return GroupValue(protocol_type, generation, protocol, leader, ts, members)

@@ -12,21 +12,23 @@ from kopfka.protocol.errors import ErrorCode, KafkaError
 from kopfka.server.apis.registry import api
 from kopfka.server.request_context import RequestContext
 
-EXTRA_APIS.update({
-    8: (2, 10),  # OffsetCommit
-    9: (1, 10),  # OffsetFetch
-    10: (0, 6),  # FindCoordinator
-    11: (0, 9),  # JoinGroup
-    12: (0, 4),  # Heartbeat
-    13: (0, 5),  # LeaveGroup
-    14: (0, 5),  # SyncGroup
-    15: (0, 6),  # DescribeGroups
-    16: (0, 5),  # ListGroups
-    42: (0, 2),  # DeleteGroups
-    47: (0, 0),  # OffsetDelete
-    68: (0, 1),  # ConsumerGroupHeartbeat
-    69: (0, 1),  # ConsumerGroupDescribe
-})
+EXTRA_APIS.update(
+    {
+        8: (2, 10),  # OffsetCommit
+        9: (1, 10),  # OffsetFetch
+        10: (0, 6),  # FindCoordinator
+        11: (0, 9),  # JoinGroup
+        12: (0, 4),  # Heartbeat
+        13: (0, 5),  # LeaveGroup
+        14: (0, 5),  # SyncGroup
+        15: (0, 6),  # DescribeGroups
+        16: (0, 5),  # ListGroups
+        42: (0, 2),  # DeleteGroups
+        47: (0, 0),  # OffsetDelete
+        68: (0, 1),  # ConsumerGroupHeartbeat
+        69: (0, 1),  # ConsumerGroupDescribe
+    }
+)
 
 
 def _ms(v: Any, default: int = -1) -> int:
@@ -51,10 +53,21 @@ async def handle_find_coordinator(ctx: RequestContext, req: Any) -> dict[str, An
     results = []
     for key in keys:
         try:
+            if key_type == 1 and ctx.services.txn_coordinator is not None:
+                results.append(await ctx.services.txn_coordinator.find_coordinator(key, ctx.listener_name))
+                continue
             results.append(await _coordinator(ctx).find_coordinator(key, key_type, ctx.listener_name))
         except KafkaError as exc:
-            results.append({"key": key, "node_id": -1, "host": "", "port": -1, "error_code": exc.code,
-                            "error_message": exc.message})
+            results.append(
+                {
+                    "key": key,
+                    "node_id": -1,
+                    "host": "",
+                    "port": -1,
+                    "error_code": exc.code,
+                    "error_message": exc.message,
+                }
+            )
     if ctx.api_version >= 4:
         return {"throttle_time": 0, "coordinators": results}
     return {"throttle_time": 0, **results[0]}
@@ -62,19 +75,34 @@ async def handle_find_coordinator(ctx: RequestContext, req: Any) -> dict[str, An
 
 # --- classic group protocol -----------------------------------------------------------------------
 
+
 @api(11)
 async def handle_join_group(ctx: RequestContext, req: Any) -> dict[str, Any]:
     session_ms = _ms(req.session_timeout)
     try:
         coord = _coordinator(ctx)
     except KafkaError as exc:
-        return {"throttle_time": 0, "error_code": exc.code, "generation_id": -1, "protocol_name": "", "leader": "",
-                "member_id": req.member_id, "members": []}
+        return {
+            "throttle_time": 0,
+            "error_code": exc.code,
+            "generation_id": -1,
+            "protocol_name": "",
+            "leader": "",
+            "member_id": req.member_id,
+            "members": [],
+        }
     resp: dict[str, Any] = await coord.classic.join(
-        group_id=req.group_id, member_id=req.member_id, instance_id=getattr(req, "group_instance_id", None),
-        protocol_type=req.protocol_type, protocols=[(p.name, p.metadata) for p in req.protocols],
-        session_timeout_ms=session_ms, rebalance_timeout_ms=_ms(getattr(req, "rebalance_timeout", None), session_ms),
-        client_id=ctx.client_id or "", client_host=f"/{ctx.client_host}", api_version=ctx.api_version)
+        group_id=req.group_id,
+        member_id=req.member_id,
+        instance_id=getattr(req, "group_instance_id", None),
+        protocol_type=req.protocol_type,
+        protocols=[(p.name, p.metadata) for p in req.protocols],
+        session_timeout_ms=session_ms,
+        rebalance_timeout_ms=_ms(getattr(req, "rebalance_timeout", None), session_ms),
+        client_id=ctx.client_id or "",
+        client_host=f"/{ctx.client_host}",
+        api_version=ctx.api_version,
+    )
     if ctx.api_version < 7 and resp.get("protocol_name") is None:
         resp = {**resp, "protocol_name": ""}
     return resp
@@ -87,18 +115,25 @@ async def handle_sync_group(ctx: RequestContext, req: Any) -> dict[str, Any]:
     except KafkaError as exc:
         return {"throttle_time": 0, "error_code": exc.code, "assignment": b""}
     return await coord.classic.sync(  # type: ignore[no-any-return]
-        group_id=req.group_id, generation=req.generation_id, member_id=req.member_id,
-        instance_id=getattr(req, "group_instance_id", None), protocol_type=getattr(req, "protocol_type", None),
+        group_id=req.group_id,
+        generation=req.generation_id,
+        member_id=req.member_id,
+        instance_id=getattr(req, "group_instance_id", None),
+        protocol_type=getattr(req, "protocol_type", None),
         protocol_name=getattr(req, "protocol_name", None),
-        assignments={a.member_id: a.assignment for a in req.assignments})
+        assignments={a.member_id: a.assignment for a in req.assignments},
+    )
 
 
 @api(12)
 async def handle_heartbeat(ctx: RequestContext, req: Any) -> dict[str, Any]:
     try:
         code = await _coordinator(ctx).classic.heartbeat(
-            group_id=req.group_id, generation=req.generation_id, member_id=req.member_id,
-            instance_id=getattr(req, "group_instance_id", None))
+            group_id=req.group_id,
+            generation=req.generation_id,
+            member_id=req.member_id,
+            instance_id=getattr(req, "group_instance_id", None),
+        )
     except KafkaError as exc:
         code = exc.code
     return {"throttle_time": 0, "error_code": code}
@@ -116,27 +151,50 @@ async def handle_leave_group(ctx: RequestContext, req: Any) -> dict[str, Any]:
         return {"throttle_time": 0, "error_code": exc.code, "members": []}
     if ctx.api_version < 3:
         return {"throttle_time": 0, "error_code": errors[0]}
-    return {"throttle_time": 0, "error_code": ErrorCode.none, "members": [
-        {"member_id": mid, "group_instance_id": iid, "error_code": err}
-        for (mid, iid), err in zip(members, errors, strict=True)]}
+    return {
+        "throttle_time": 0,
+        "error_code": ErrorCode.none,
+        "members": [
+            {"member_id": mid, "group_instance_id": iid, "error_code": err}
+            for (mid, iid), err in zip(members, errors, strict=True)
+        ],
+    }
 
 
 # --- KIP-848 --------------------------------------------------------------------------------------
+
 
 @api(68)
 async def handle_consumer_group_heartbeat(ctx: RequestContext, req: Any) -> dict[str, Any]:
     try:
         coord = _coordinator(ctx)
     except KafkaError as exc:
-        return {"throttle_time": 0, "error_code": exc.code, "error_message": exc.message, "member_id": None,
-                "member_epoch": -1, "heartbeat_interval": 0, "assignment": None}
+        return {
+            "throttle_time": 0,
+            "error_code": exc.code,
+            "error_message": exc.message,
+            "member_id": None,
+            "member_epoch": -1,
+            "heartbeat_interval": 0,
+            "assignment": None,
+        }
     owned = None if req.topic_partitions is None else [(t.topic_id, list(t.partitions)) for t in req.topic_partitions]
     names = None if req.subscribed_topic_names is None else list(req.subscribed_topic_names)
     return await coord.consumer.heartbeat(  # type: ignore[no-any-return]
-        group_id=req.group_id, member_id=req.member_id, member_epoch=req.member_epoch, instance_id=req.instance_id,
-        rack_id=req.rack_id, rebalance_timeout_ms=_ms(req.rebalance_timeout), subscribed_topic_names=names,
-        subscribed_topic_regex=getattr(req, "subscribed_topic_regex", None), server_assignor=req.server_assignor,
-        owned=owned, client_id=ctx.client_id or "", client_host=f"/{ctx.client_host}", api_version=ctx.api_version)
+        group_id=req.group_id,
+        member_id=req.member_id,
+        member_epoch=req.member_epoch,
+        instance_id=req.instance_id,
+        rack_id=req.rack_id,
+        rebalance_timeout_ms=_ms(req.rebalance_timeout),
+        subscribed_topic_names=names,
+        subscribed_topic_regex=getattr(req, "subscribed_topic_regex", None),
+        server_assignor=req.server_assignor,
+        owned=owned,
+        client_id=ctx.client_id or "",
+        client_host=f"/{ctx.client_host}",
+        api_version=ctx.api_version,
+    )
 
 
 @api(69)
@@ -145,8 +203,14 @@ async def handle_consumer_group_describe(ctx: RequestContext, req: Any) -> dict[
 
     out = []
     for gid in req.group_ids:
-        empty = {"group_id": gid, "group_state": "", "group_epoch": -1, "assignment_epoch": -1,
-                 "assignor_name": "", "members": []}
+        empty = {
+            "group_id": gid,
+            "group_state": "",
+            "group_epoch": -1,
+            "assignment_epoch": -1,
+            "assignor_name": "",
+            "members": [],
+        }
         try:
             coord = _coordinator(ctx)
             group = coord.shard_for(gid).groups.get(gid)
@@ -160,6 +224,7 @@ async def handle_consumer_group_describe(ctx: RequestContext, req: Any) -> dict[
 
 
 # --- offsets --------------------------------------------------------------------------------------
+
 
 @api(8)
 async def handle_offset_commit(ctx: RequestContext, req: Any) -> dict[str, Any]:
@@ -180,14 +245,27 @@ async def handle_offset_commit(ctx: RequestContext, req: Any) -> dict[str, Any]:
             unknown_ids.add(key)
             continue
         for p in t.partitions:
-            entries.append((name, p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", -1),
-                            p.committed_metadata))
+            entries.append(
+                (
+                    name,
+                    p.partition_index,
+                    p.committed_offset,
+                    getattr(p, "committed_leader_epoch", -1),
+                    p.committed_metadata,
+                )
+            )
     results: dict[tuple[str, int], ErrorCode] = {}
     if coord is not None:
         try:
             results = await coord.commit_offsets(
-                req.group_id, req.member_id, req.generation_id_or_member_epoch, getattr(req, "group_instance_id", None),
-                entries, api_version=v, retention_ms=_ms(getattr(req, "retention_time", None)))
+                req.group_id,
+                req.member_id,
+                req.generation_id_or_member_epoch,
+                getattr(req, "group_instance_id", None),
+                entries,
+                api_version=v,
+                retention_ms=_ms(getattr(req, "retention_time", None)),
+            )
             group_error = ErrorCode.none
         except KafkaError as exc:
             group_error = exc.code
@@ -204,16 +282,24 @@ async def handle_offset_commit(ctx: RequestContext, req: Any) -> dict[str, Any]:
             else:
                 err = results.get((name, p.partition_index), ErrorCode.none)  # type: ignore[arg-type]
             parts.append({"partition_index": p.partition_index, "error_code": err})
-        topics.append({"name": key, "topic_id": key, "partitions": parts} if not by_id else
-                      {"topic_id": key, "partitions": parts})
+        topics.append(
+            {"name": key, "topic_id": key, "partitions": parts} if not by_id else {"topic_id": key, "partitions": parts}
+        )
     if not by_id:
         for t in topics:
             t.pop("topic_id", None)
     return {"throttle_time": 0, "topics": topics}
 
 
-async def _fetch_group(ctx: RequestContext, group_id: str, topics: Any, member_id: str | None,
-                       member_epoch: int, by_id: bool) -> dict[str, Any]:
+async def _fetch_group(
+    ctx: RequestContext,
+    group_id: str,
+    topics: Any,
+    member_id: str | None,
+    member_epoch: int,
+    by_id: bool,
+    require_stable: bool = False,
+) -> dict[str, Any]:
     partitions_out: dict[Any, list[dict[str, Any]]] = {}
     wanted: list[tuple[str, list[int]]] | None = None
     id_of: dict[str, Any] = {}
@@ -230,7 +316,9 @@ async def _fetch_group(ctx: RequestContext, group_id: str, topics: Any, member_i
                     continue
                 id_of[name] = t.topic_id if by_id else name
                 wanted.append((name, list(t.partition_indexes)))
-        committed = await coord.fetch_offsets(group_id, wanted, member_id=member_id, member_epoch=member_epoch)
+        committed = await coord.fetch_offsets(
+            group_id, wanted, member_id=member_id, member_epoch=member_epoch, require_stable=require_stable
+        )
         error = ErrorCode.none
     except KafkaError as exc:
         error = exc.code
@@ -239,27 +327,58 @@ async def _fetch_group(ctx: RequestContext, group_id: str, topics: Any, member_i
         key = id_of.get(name) if name in id_of else (coord.topic_id(name) if by_id else name)
         if by_id and key is not None and getattr(key, "int", 1) == 0:
             continue  # the topic is gone: its offsets cannot be named by id
-        partitions_out.setdefault(key, []).append({
-            "partition_index": p, "committed_offset": off.offset if off else -1,
-            "committed_leader_epoch": off.leader_epoch if off else -1,
-            "metadata": off.metadata if off else "", "error_code": error})
+        if isinstance(off, ErrorCode):  # UNSTABLE_OFFSET_COMMIT: a transaction may still move it
+            partitions_out.setdefault(key, []).append(
+                {
+                    "partition_index": p,
+                    "committed_offset": -1,
+                    "committed_leader_epoch": -1,
+                    "metadata": "",
+                    "error_code": off,
+                }
+            )
+            continue
+        partitions_out.setdefault(key, []).append(
+            {
+                "partition_index": p,
+                "committed_offset": off.offset if off else -1,
+                "committed_leader_epoch": off.leader_epoch if off else -1,
+                "metadata": off.metadata if off else "",
+                "error_code": error,
+            }
+        )
     for t in unknown:
-        partitions_out[t.topic_id] = [{"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1,
-                                       "metadata": "", "error_code": ErrorCode.unknown_topic_id}
-                                      for p in t.partition_indexes]
+        partitions_out[t.topic_id] = [
+            {
+                "partition_index": p,
+                "committed_offset": -1,
+                "committed_leader_epoch": -1,
+                "metadata": "",
+                "error_code": ErrorCode.unknown_topic_id,
+            }
+            for p in t.partition_indexes
+        ]
     field = "topic_id" if by_id else "name"
-    return {"group_id": group_id, "error_code": error,
-            "topics": [{field: k, "partitions": ps} for k, ps in partitions_out.items()]}
+    return {
+        "group_id": group_id,
+        "error_code": error,
+        "topics": [{field: k, "partitions": ps} for k, ps in partitions_out.items()],
+    }
 
 
 @api(9)
 async def handle_offset_fetch(ctx: RequestContext, req: Any) -> dict[str, Any]:
     v = ctx.api_version
+    stable = bool(getattr(req, "require_stable", False))
     if v < 8:
-        g = await _fetch_group(ctx, req.group_id, req.topics, None, -1, False)
+        g = await _fetch_group(ctx, req.group_id, req.topics, None, -1, False, stable)
         return {"throttle_time": 0, "topics": g["topics"], "error_code": g["error_code"]}
-    groups = [await _fetch_group(ctx, g.group_id, g.topics, getattr(g, "member_id", None),
-                                 getattr(g, "member_epoch", -1), v >= 10) for g in req.groups]
+    groups = [
+        await _fetch_group(
+            ctx, g.group_id, g.topics, getattr(g, "member_id", None), getattr(g, "member_epoch", -1), v >= 10, stable
+        )
+        for g in req.groups
+    ]
     return {"throttle_time": 0, "groups": groups}
 
 
@@ -271,13 +390,27 @@ async def handle_offset_delete(ctx: RequestContext, req: Any) -> dict[str, Any]:
         error = ErrorCode.none
     except KafkaError as exc:
         results, error = {}, exc.code
-    return {"error_code": error, "throttle_time": 0, "topics": [
-        {"name": t.name, "partitions": [{"partition_index": p.partition_index,
-                                         "error_code": results.get((t.name, p.partition_index), ErrorCode.none)}
-                                        for p in t.partitions]} for t in req.topics]}
+    return {
+        "error_code": error,
+        "throttle_time": 0,
+        "topics": [
+            {
+                "name": t.name,
+                "partitions": [
+                    {
+                        "partition_index": p.partition_index,
+                        "error_code": results.get((t.name, p.partition_index), ErrorCode.none),
+                    }
+                    for p in t.partitions
+                ],
+            }
+            for t in req.topics
+        ],
+    }
 
 
 # --- administration -------------------------------------------------------------------------------
+
 
 @api(16)
 async def handle_list_groups(ctx: RequestContext, req: Any) -> dict[str, Any]:
@@ -296,8 +429,14 @@ async def handle_describe_groups(ctx: RequestContext, req: Any) -> dict[str, Any
 
     out = []
     for gid in req.groups:
-        base = {"group_id": gid, "group_state": "", "protocol_type": "", "protocol_data": "", "members": [],
-                "error_message": None}
+        base = {
+            "group_id": gid,
+            "group_state": "",
+            "protocol_type": "",
+            "protocol_data": "",
+            "members": [],
+            "error_message": None,
+        }
         try:
             coord = _coordinator(ctx)
             group = coord.shard_for(gid).groups.get(gid)
@@ -305,8 +444,10 @@ async def handle_describe_groups(ctx: RequestContext, req: Any) -> dict[str, Any
                 out.append(coord.classic.describe(group))
                 continue
             if ctx.api_version >= 6:
-                raise KafkaError(ErrorCode.group_id_not_found,
-                                 f"Group {gid} not found." if group is None else f"Group {gid} is not a classic group.")
+                raise KafkaError(
+                    ErrorCode.group_id_not_found,
+                    f"Group {gid} not found." if group is None else f"Group {gid} is not a classic group.",
+                )
             out.append({**base, "error_code": ErrorCode.none, "group_state": "Dead"})
         except KafkaError as exc:
             out.append({**base, "error_code": exc.code, "error_message": exc.message})

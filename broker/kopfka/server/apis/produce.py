@@ -10,7 +10,7 @@ from typing import Any
 
 from kopfka import uuids
 from kopfka.protocol.errors import ErrorCode
-from kopfka.protocol.records import first_batch_is_transactional
+from kopfka.protocol.records import first_batch_is_transactional, read_header
 from kopfka.quota.throttling import produce_throttle_ms
 from kopfka.server.apis.registry import DeferredResponse, api
 from kopfka.server.delayed_produce import complete_waits, register_waits
@@ -52,7 +52,6 @@ async def handle_produce(ctx: RequestContext, req: Any) -> dict[str, Any] | Defe
     responses: list[dict[str, Any]] = []
     entries: list[tuple[tuple[str, int], bytes | None]] = []
     slots: list[tuple[dict[str, Any], int, tuple[str, int]]] = []
-    txn_refused = req.transactional_id is not None
     if req.transactional_id is None and any(
         first_batch_is_transactional(p.records) for t in req.topic_data for p in t.partition_data
     ):
@@ -78,12 +77,6 @@ async def handle_produce(ctx: RequestContext, req: Any) -> dict[str, Any] | Defe
         for p in t.partition_data:
             if acks not in (-1, 0, 1):
                 tout["partition_responses"].append(_partition_error(p.index, ErrorCode.invalid_required_acks))
-            elif txn_refused:
-                tout["partition_responses"].append(
-                    _partition_error(
-                        p.index, ErrorCode.transactional_id_authorization_failed, "transactions are not supported yet"
-                    )
-                )
             elif name is None:
                 tout["partition_responses"].append(_partition_error(p.index, ErrorCode.unknown_topic_id))
             else:
@@ -91,7 +84,10 @@ async def handle_produce(ctx: RequestContext, req: Any) -> dict[str, Any] | Defe
                 tout["partition_responses"].append(slot)
                 entries.append(((name, p.index), p.records))
                 slots.append((slot, p.index, (name, p.index)))
-    results = svc.replica_manager.append_records(entries, acks) if entries else {}
+    guards = None
+    if req.transactional_id is not None and entries and svc.config["transaction.partition.verification.enable"]:
+        guards = await _verify_transaction(ctx, req.transactional_id, entries, slots)
+    results = svc.replica_manager.append_records(entries, acks, verification_guards=guards) if entries else {}
 
     def respond() -> dict[str, Any] | None:
         produce_throttle_ms(ctx, entries, results)
@@ -111,7 +107,7 @@ async def handle_produce(ctx: RequestContext, req: Any) -> dict[str, Any] | Defe
                 }
             )
         if acks == 0:
-            if failed or txn_refused:
+            if failed:
                 raise CloseConnection("acks=0 produce failed")
             return None
         return {"responses": responses, "throttle_time": ctx.throttle_ms}
@@ -131,6 +127,53 @@ async def handle_produce(ctx: RequestContext, req: Any) -> dict[str, Any] | Defe
         return DeferredResponse(finish())
     await complete_waits(waits, results, timeout)
     return respond()
+
+
+Slot = tuple[dict[str, Any], int, tuple[str, int]]
+
+
+async def _verify_transaction(
+    ctx: RequestContext, transactional_id: str, entries: list[tuple[tuple[str, int], Any]], slots: list[Slot]
+) -> dict[tuple[str, int], object]:
+    """KIP-890: verify (or, for transaction version 2, add) the partitions where this producer's
+    transaction is not open yet; drops failed partitions from `entries` with their error."""
+    svc = ctx.services
+    rm = svc.replica_manager
+    guards: dict[tuple[str, int], object] = {}
+    producers: set[tuple[int, int]] = set()
+    for tp, records in entries:
+        if not first_batch_is_transactional(records):
+            continue
+        h = read_header(records, 0)
+        producers.add((h.producer_id, h.producer_epoch))
+        part = rm.partitions.get(tp)
+        if part is None or not part.is_leader:
+            continue  # the append answers NOT_LEADER_OR_FOLLOWER
+        guard = part.log.producer_state.start_verification(h.producer_id, h.producer_epoch)
+        if guard is not None:
+            guards[tp] = guard
+    failed: dict[tuple[str, int], ErrorCode] = {}
+    if len(producers) > 1:
+        failed = {tp: ErrorCode.invalid_producer_id_mapping for tp, _ in entries}
+    elif guards:
+        ((pid, epoch),) = producers
+        add = ctx.api_version >= 12 and int(ctx.image.features.get("transaction.version", 0)) >= 2
+        errors = await svc.txn_verifier.verify(
+            transactional_id, pid, epoch, list(guards), add=add, abortable_supported=ctx.api_version >= 11
+        )
+        failed = {tp: code for tp, code in errors.items() if code != ErrorCode.none}
+    if failed:
+        entries[:] = [e for e in entries if e[0] not in failed]
+        for slot, index, tp in slots:
+            if tp in failed:
+                why = (
+                    "the partition is not part of the transaction"
+                    if failed[tp] == ErrorCode.invalid_txn_state
+                    else None
+                )
+                slot.update(_partition_error(index, failed[tp], why))
+        slots[:] = [s for s in slots if s[2] not in failed]
+    return guards
 
 
 def _may_pipeline(ctx: RequestContext) -> bool:
