@@ -1,5 +1,6 @@
 """Transaction APIs: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
-WriteTxnMarkers, TxnOffsetCommit, DescribeTransactions, ListTransactions, DescribeProducers.
+WriteTxnMarkers, TxnOffsetCommit, DescribeTransactions, ListTransactions (DescribeProducers is in
+describe_producers).
 
 The logic lives in kopfka.coordinator.transaction (coordinator side), kopfka.server.txn_markers
 (partition leader side) and the group coordinator (transactional offsets); these handlers
@@ -26,7 +27,6 @@ EXTRA_APIS.update(
         26: (0, 5),  # EndTxn (v5: transaction version 2, epoch bump per transaction)
         27: (1, 2),  # WriteTxnMarkers
         28: (0, 5),  # TxnOffsetCommit
-        61: (0, 0),  # DescribeProducers
         65: (0, 0),  # DescribeTransactions
         66: (0, 2),  # ListTransactions
     }
@@ -318,39 +318,3 @@ async def handle_list_transactions(ctx: RequestContext, req: Any) -> dict[str, A
     except KafkaError as exc:
         out = {"error_code": exc.code, "unknown_state_filters": [], "transaction_states": []}
     return {"throttle_time": 0, **out}
-
-
-@api(61)
-async def handle_describe_producers(ctx: RequestContext, req: Any) -> dict[str, Any]:
-    rm = ctx.services.replica_manager
-    topics = []
-    for t in req.topics:
-        parts = []
-        for p in t.partition_indexes:
-            out: dict[str, Any] = {
-                "partition_index": p,
-                "error_code": ErrorCode.none,
-                "error_message": None,
-                "active_producers": [],
-            }
-            try:
-                part = rm.get_leader_partition((t.name, p))
-                psm = part.log.producer_state
-                out["active_producers"] = [
-                    {
-                        "producer_id": e.producer_id,
-                        "producer_epoch": e.producer_epoch,
-                        "last_sequence": e.last_seq,
-                        "last_timestamp": e.last_timestamp,
-                        "coordinator_epoch": e.coordinator_epoch,
-                        "current_txn_start_offset": -1
-                        if e.current_txn_first_offset is None
-                        else e.current_txn_first_offset,
-                    }
-                    for e in psm.active_producers().values()
-                ]
-            except KafkaError as exc:
-                out.update(error_code=exc.code, error_message=exc.message)
-            parts.append(out)
-        topics.append({"name": t.name, "partitions": parts})
-    return {"throttle_time": 0, "topics": topics}
