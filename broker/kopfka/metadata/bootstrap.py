@@ -14,9 +14,9 @@ from kopfka.metadata import records as mr
 from kopfka.metadata.features import (  # noqa: F401  (re-exported for the format CLI)
     KRAFT_VERSION,
     LATEST_PRODUCTION_RELEASE,
-    default_feature_levels,
     METADATA_VERSION,
     RELEASE_LEVELS,
+    default_feature_levels,
     metadata_level_for,
 )
 from kopfka.protocol.record_codec import Record, decode_records, encode_batch
