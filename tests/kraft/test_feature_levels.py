@@ -58,8 +58,12 @@ async def test_registration_checks_and_records_supported_features(controllers: C
         await c.register_broker(1, "inc-1", (), None, dirs, CLUSTER, (("metadata.version", 7, 27),))
     assert exc.value.code == ErrorCode.unsupported_version
     assert "does not support finalized version 30 of metadata.version" in str(exc.value)
-    await c.register_broker(2, "inc-2", (), None, dirs, CLUSTER, (("metadata.version", 7, 30),))
-    assert c.image.brokers[2].supported_features == (("metadata.version", 7, 30),)
+    # a 4.3 cluster finalizes transaction.version 2 too: the broker must support it as well
+    supported = (("metadata.version", 7, 30), ("transaction.version", 0, 2))
+    with pytest.raises(KafkaError, match="finalized version 2 of transaction.version"):
+        await c.register_broker(2, "inc-2", (), None, dirs, CLUSTER, supported[:1])
+    await c.register_broker(2, "inc-2", (), None, dirs, CLUSTER, supported)
+    assert c.image.brokers[2].supported_features == supported
     assert c.image.brokers[2].log_dirs == dirs
 
 
@@ -127,7 +131,9 @@ async def test_update_features_rules(controllers: Callable) -> None:
 
 async def test_update_features_checks_every_broker(controllers: Callable) -> None:
     c: QuorumController = await controllers("4.1")
-    await c.register_broker(3, "inc-3", (), None, (), CLUSTER, (("metadata.version", 7, 27),))
+    await c.register_broker(
+        3, "inc-3", (), None, (), CLUSTER, (("metadata.version", 7, 27), ("transaction.version", 0, 2))
+    )
     code, msg = await c.update_features([("metadata.version", 30, UPGRADE)])
     assert code == ErrorCode.invalid_update_version and "Broker 3 only supports versions 7-27" in str(msg)
     # a safe downgrade that crosses no record change is allowed (28 and 29 changed nothing)

@@ -901,7 +901,7 @@ class QuorumController:
         offered = {name: (lo, hi) for name, lo, hi in features}
         offered.setdefault(METADATA_VERSION, (1, 1))
         finalized = {METADATA_VERSION: 1, **self.image.features}
-        for name in {*offered, *finalized}:
+        for name in sorted({*offered, *finalized}, key=lambda n: (n != METADATA_VERSION, n)):
             level = finalized.get(name, 0)
             lo, hi = offered.get(name, (0, 0))
             if not lo <= level <= hi:
