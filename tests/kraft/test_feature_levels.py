@@ -60,7 +60,7 @@ async def test_registration_checks_and_records_supported_features(controllers: C
     assert "does not support finalized version 30 of metadata.version" in str(exc.value)
     # a 4.3 cluster finalizes transaction.version 2 too: the broker must support it as well
     supported = (("metadata.version", 7, 30), ("transaction.version", 0, 2))
-    with pytest.raises(KafkaError, match="finalized version 2 of transaction.version"):
+    with pytest.raises(KafkaError, match=r"finalized version 2 of transaction\.version"):
         await c.register_broker(2, "inc-2", (), None, dirs, CLUSTER, supported[:1])
     await c.register_broker(2, "inc-2", (), None, dirs, CLUSTER, supported)
     assert c.image.brokers[2].supported_features == supported
