@@ -4,15 +4,20 @@ release (4.1, metadata.version 27), upgraded in place, and a refused downgrade."
 
 from __future__ import annotations
 
+import asyncio
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from java_clients import JavaAdmin
 from kafka_ref import run_tool
+from kopfka.client.connection import KafkaConnection
 from kopfka_process import KopfkaProcess
+
+UNSUPPORTED_VERSION, COORDINATOR_NOT_AVAILABLE = 35, 15
 
 
 def format_at(tmp_path: Path, release: str) -> tuple[Path, Path]:
@@ -69,5 +74,50 @@ def test_describe_upgrade_and_refused_downgrade(tmp_path: Path, java_admin: Java
         assert too_new["error"] == "InvalidUpdateVersionException" and "7-30" in too_new["message"]
         k.restart()
         assert describe_tool(k.bootstrap)["FinalizedVersionLevel"] == "4.3-IV0"  # it is in the metadata log
+    finally:
+        k.kill()
+
+
+def heartbeat_error(bootstrap: str) -> int:
+    async def call() -> int:
+        conn = await KafkaConnection.open(bootstrap)
+        try:
+            body = {
+                "group_id": "gv",
+                "member_id": "m-1",
+                "member_epoch": 0,
+                "rebalance_timeout": 30000,
+                "subscribed_topic_names": ["gv-topic"],
+                "topic_partitions": [],
+            }
+            await conn.request(10, 4, {"key_type": 0, "coordinator_keys": ["gv"]})  # as clients do first
+            return int((await conn.request(68, 1, body)).error_code)
+        finally:
+            await conn.close()
+
+    return asyncio.run(call())
+
+
+@pytest.mark.timeout(180)
+def test_group_version_gates_the_consumer_protocol(tmp_path: Path) -> None:
+    """Formatted at 3.9 (group.version 0) the consumer rebalance protocol is refused, as Kafka
+    refuses it; upgrading metadata.version to 4.0 and group.version to 1 turns it on."""
+    data, props = format_at(tmp_path, "3.9")
+    k = KopfkaProcess(data, config_file=props).start()
+    try:
+        assert heartbeat_error(k.bootstrap) == UNSUPPORTED_VERSION
+        res = run_tool(
+            "kafka-features", "--bootstrap-server", k.bootstrap, "upgrade", "--feature", "group.version=1",
+            check=False,
+        )  # fmt: skip
+        assert res.returncode != 0 and "requires metadata.version 22" in res.stdout + res.stderr
+        run_tool(
+            "kafka-features", "--bootstrap-server", k.bootstrap, "upgrade", "--metadata", "4.0",
+            "--feature", "group.version=1",
+        )  # fmt: skip
+        deadline = time.monotonic() + 30
+        while (code := heartbeat_error(k.bootstrap)) == COORDINATOR_NOT_AVAILABLE and time.monotonic() < deadline:
+            time.sleep(0.2)  # __consumer_offsets is being created for the first group
+        assert code == 0
     finally:
         k.kill()

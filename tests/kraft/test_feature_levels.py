@@ -58,10 +58,12 @@ async def test_registration_checks_and_records_supported_features(controllers: C
         await c.register_broker(1, "inc-1", (), None, dirs, CLUSTER, (("metadata.version", 7, 27),))
     assert exc.value.code == ErrorCode.unsupported_version
     assert "does not support finalized version 30 of metadata.version" in str(exc.value)
-    # a 4.3 cluster finalizes transaction.version 2 too: the broker must support it as well
-    supported = (("metadata.version", 7, 30), ("transaction.version", 0, 2))
-    with pytest.raises(KafkaError, match=r"finalized version 2 of transaction\.version"):
+    # a 4.3 cluster finalizes group.version 1 and transaction.version 2 too: brokers must support them
+    supported = (("metadata.version", 7, 30), ("group.version", 0, 1), ("transaction.version", 0, 2))
+    with pytest.raises(KafkaError, match=r"finalized version 1 of group\.version"):
         await c.register_broker(2, "inc-2", (), None, dirs, CLUSTER, supported[:1])
+    with pytest.raises(KafkaError, match=r"finalized version 2 of transaction\.version"):
+        await c.register_broker(2, "inc-2", (), None, dirs, CLUSTER, supported[:2])
     await c.register_broker(2, "inc-2", (), None, dirs, CLUSTER, supported)
     assert c.image.brokers[2].supported_features == supported
     assert c.image.brokers[2].log_dirs == dirs
@@ -132,10 +134,31 @@ async def test_update_features_rules(controllers: Callable) -> None:
 async def test_update_features_checks_every_broker(controllers: Callable) -> None:
     c: QuorumController = await controllers("4.1")
     await c.register_broker(
-        3, "inc-3", (), None, (), CLUSTER, (("metadata.version", 7, 27), ("transaction.version", 0, 2))
+        3,
+        "inc-3",
+        (),
+        None,
+        (),
+        CLUSTER,
+        (("metadata.version", 7, 27), ("group.version", 0, 1), ("transaction.version", 0, 2)),
     )
     code, msg = await c.update_features([("metadata.version", 30, UPGRADE)])
     assert code == ErrorCode.invalid_update_version and "Broker 3 only supports versions 7-27" in str(msg)
     # a safe downgrade that crosses no record change is allowed (28 and 29 changed nothing)
     assert await c.update_features([("metadata.version", 26, SAFE_DOWNGRADE)]) == (ErrorCode.none, None)
     assert c.image.features["metadata.version"] == 26
+
+
+async def test_group_version_formatted_from_4_0_and_needs_metadata_version_22(controllers: Callable) -> None:
+    assert mr.FeatureLevelRecord("group.version", 1) not in bootstrap.bootstrap_records("3.9")
+    assert mr.FeatureLevelRecord("group.version", 1) in bootstrap.bootstrap_records("4.0")
+    c: QuorumController = await controllers("3.9")  # level 21, group.version 0
+    assert "group.version" not in c.image.features
+    code, msg = await c.update_features([("group.version", 1, UPGRADE)])
+    assert code == ErrorCode.invalid_update_version and "requires metadata.version 22" in str(msg)
+    # both in one request: the proposed metadata.version counts
+    assert await c.update_features([("metadata.version", 25, UPGRADE), ("group.version", 1, UPGRADE)]) == (
+        ErrorCode.none,
+        None,
+    )
+    assert c.image.features["group.version"] == 1 and c.image.features["metadata.version"] == 25

@@ -34,6 +34,7 @@ from kopfka.metadata.features import (
     directory_assignment_supported,
     downgrade_loses_metadata,
     metadata_transactions_supported,
+    missing_dependency,
     reason_not_supported,
 )
 from kopfka.metadata.image import (
@@ -923,7 +924,7 @@ class QuorumController:
             self._check_active()
             records: list[mr.MetadataRecord] = []
             for name, level, upgrade_type in updates:
-                reason = self._feature_update_problem(name, level, upgrade_type)
+                reason = self._feature_update_problem(name, level, upgrade_type, updates)
                 if reason is not None:
                     message = f"Invalid update version {level} for feature {name}. {reason}"
                     log.warning("[QuorumController id=%d] %s", self.node_id, message)
@@ -935,7 +936,9 @@ class QuorumController:
                 await self._write(records)
             return ErrorCode.none, None
 
-    def _feature_update_problem(self, name: str, level: int, upgrade_type: int) -> str | None:
+    def _feature_update_problem(
+        self, name: str, level: int, upgrade_type: int, pending: list[tuple[str, int, int]]
+    ) -> str | None:
         if upgrade_type not in (1, 2, 3):
             return "The controller does not support the given upgrade type."
         current = self.image.features.get(name, 0)
@@ -958,6 +961,11 @@ class QuorumController:
             return "Can't downgrade to a newer version."
         if name == KRAFT_VERSION and level != current:
             return "kopfka cannot change kraft.version on a running quorum yet."
+        if name != METADATA_VERSION:
+            proposed = {**self.image.features, **{n: lvl for n, lvl, _ in pending}}
+            reason = missing_dependency(name, level, proposed)
+            if reason is not None:
+                return reason
         if name == METADATA_VERSION and level < current and downgrade_loses_metadata(current, level):
             if upgrade_type == 3:
                 return "Unsafe metadata downgrade is not supported in this version."

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 METADATA_VERSION = "metadata.version"
 KRAFT_VERSION = "kraft.version"
 TRANSACTION_VERSION = "transaction.version"
+GROUP_VERSION = "group.version"  # 1: the consumer rebalance protocol (KIP-848)
 
 MINIMUM_METADATA_VERSION = 7  # 3.3-IV3: the first level with FeatureLevelRecord in the log
 LATEST_PRODUCTION_METADATA_VERSION = 30  # 4.3-IV0
@@ -39,11 +40,16 @@ SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {
     METADATA_VERSION: (MINIMUM_METADATA_VERSION, LATEST_PRODUCTION_METADATA_VERSION),
     KRAFT_VERSION: (0, 1),
     TRANSACTION_VERSION: (0, 2),  # 1: flexible __transaction_state values, 2: KIP-890 epoch bump per transaction
+    GROUP_VERSION: (0, 1),
 }
 
 # feature -> (the metadata.version from which a new cluster gets it by default, that level):
-# transaction.version 2 from 4.0-IV2 on, as Kafka's TransactionVersion.TV_2
-RELEASE_DEFAULT_FEATURES = {TRANSACTION_VERSION: (24, 2)}
+# transaction.version 2 from 4.0-IV2 on, as Kafka's TransactionVersion.TV_2; group.version 1 from
+# 4.0-IV0 on, as Kafka's GroupVersion.GV_1
+RELEASE_DEFAULT_FEATURES = {TRANSACTION_VERSION: (24, 2), GROUP_VERSION: (22, 1)}
+
+# (feature, level) -> the metadata.version it needs (Kafka's feature dependencies)
+FEATURE_LEVEL_MIN_METADATA = {(GROUP_VERSION, 1): 22}
 
 
 def default_feature_levels(metadata_level: int) -> dict[str, int]:
@@ -82,6 +88,20 @@ def downgrade_loses_metadata(current: int, target: int) -> bool:
     """Kafka's MetadataVersion.checkIfMetadataChanged: a level in (target, current] changed the records."""
     lo, hi = sorted((current, target))
     return any(lo < level <= hi for level in _METADATA_CHANGED_AT)
+
+
+def missing_dependency(name: str, level: int, features: Mapping[str, int]) -> str | None:
+    """Why `name` cannot be finalized at `level` given the other finalized levels, or None."""
+    needs = FEATURE_LEVEL_MIN_METADATA.get((name, level))
+    have = features.get(METADATA_VERSION, 0)
+    if needs is not None and have < needs:
+        return f"{name} {level} requires {METADATA_VERSION} {needs} or higher (finalized: {have})."
+    return None
+
+
+def consumer_rebalance_protocol_supported(features: Mapping[str, int]) -> bool:
+    """ConsumerGroupHeartbeat/Describe are served from group.version 1 on (KIP-848)."""
+    return features.get(GROUP_VERSION, 0) >= 1
 
 
 # --- capabilities gated by the finalized metadata.version (Kafka's MetadataVersion.is*Supported) --

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from kopfka.metadata.features import consumer_rebalance_protocol_supported
 from kopfka.protocol.api_versions import EXTRA_APIS
 from kopfka.protocol.errors import ErrorCode, KafkaError
 from kopfka.server.apis.registry import api
@@ -164,9 +165,19 @@ async def handle_leave_group(ctx: RequestContext, req: Any) -> dict[str, Any]:
 # --- KIP-848 --------------------------------------------------------------------------------------
 
 
+def _check_consumer_protocol(ctx: RequestContext) -> None:
+    """As Kafka: the consumer protocol needs `consumer` in group.coordinator.rebalance.protocols
+    and a finalized group.version of 1 or more (format does that from release 4.0 on)."""
+    if "consumer" not in ctx.services.config["group.coordinator.rebalance.protocols"]:
+        raise KafkaError(ErrorCode.unsupported_version, "The consumer rebalance protocol is not enabled.")
+    if not consumer_rebalance_protocol_supported(ctx.image.features):
+        raise KafkaError(ErrorCode.unsupported_version, "The consumer rebalance protocol needs group.version 1.")
+
+
 @api(68)
 async def handle_consumer_group_heartbeat(ctx: RequestContext, req: Any) -> dict[str, Any]:
     try:
+        _check_consumer_protocol(ctx)
         coord = _coordinator(ctx)
     except KafkaError as exc:
         return {
@@ -212,6 +223,7 @@ async def handle_consumer_group_describe(ctx: RequestContext, req: Any) -> dict[
             "members": [],
         }
         try:
+            _check_consumer_protocol(ctx)
             coord = _coordinator(ctx)
             group = coord.shard_for(gid).groups.get(gid)
             if not isinstance(group, ConsumerGroup) or group.dead:
