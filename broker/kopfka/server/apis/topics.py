@@ -152,6 +152,12 @@ async def handle_delete_records(ctx: RequestContext, req: Any) -> dict[str, Any]
             try:
                 part = rm.get_leader_partition((t.name, p.partition_index))
                 ulog = part.log
+                if not ulog.config.delete:  # as Kafka: compacted-only records are not deletable
+                    raise KafkaError(
+                        ErrorCode.policy_violation,
+                        f"Records of partition {t.name}-{p.partition_index} can not be deleted due to the "
+                        "configured policy",
+                    )
                 target = ulog.high_watermark if p.offset == -1 else p.offset
                 if target < 0 or target > ulog.high_watermark:
                     raise KafkaError(
