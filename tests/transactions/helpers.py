@@ -165,6 +165,18 @@ async def _aiokafka_transactions(
         await p.stop()
 
 
+async def wait_for_coordinator(conn: Any, key: str, key_type: int = 1) -> None:
+    """FindCoordinator until answered: the first lookup creates the internal topic."""
+    from kopfka.protocol.errors import ErrorCode
+
+    for _ in range(100):
+        c = (await conn.request(10, 4, {"key_type": key_type, "coordinator_keys": [key]})).coordinators[0]
+        if c.error_code == ErrorCode.none:
+            return
+        await asyncio.sleep(0.1)
+    raise TimeoutError(f"no coordinator for {key}")
+
+
 async def kio_request(bootstrap: str, api_key: int, version: int, body: dict[str, Any]) -> Any:
     from kopfka.client.connection import KafkaConnection
 

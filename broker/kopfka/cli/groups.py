@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kopfka.client.admin import Admin, AdminError
-from kopfka.client.connection import KafkaConnection
+from kopfka.client.cluster import GROUP, ClusterClient
 from kopfka.coordinator.group.consumer_protocol import parse_assignment
 from kopfka.protocol.errors import ErrorCode
 
@@ -52,38 +52,11 @@ class GroupInfo:
     epoch: int = -1
 
 
-class GroupsClient:
+class GroupsClient(ClusterClient):
     """Group admin over kopfka's small client: one connection per broker, opened on demand."""
 
-    def __init__(self, bootstrap: str) -> None:
-        self.bootstrap = bootstrap
-        self.conns: dict[str, KafkaConnection] = {}
-
-    async def conn(self, address: str) -> KafkaConnection:
-        if address not in self.conns:
-            self.conns[address] = await KafkaConnection.open(address)
-        return self.conns[address]
-
-    async def close(self) -> None:
-        for c in self.conns.values():
-            await c.close()
-
-    async def brokers(self) -> dict[int, str]:
-        admin = Admin(await self.conn(self.bootstrap))
-        brokers, _, _ = await admin.metadata([])
-        return {nid: f"{h}:{p}" for nid, (h, p, _) in brokers.items()}
-
     async def coordinator(self, group: str) -> tuple[int, str, int]:
-        for _ in range(50):
-            resp = await (await self.conn(self.bootstrap)).request(10, 4, {"key_type": 0, "coordinator_keys": [group]})
-            c = resp.coordinators[0]
-            code = ErrorCode(int(c.error_code))
-            if code == ErrorCode.none:
-                return int(c.node_id), c.host, int(c.port)
-            if code not in (ErrorCode.coordinator_not_available, ErrorCode.coordinator_load_in_progress):
-                raise AdminError(code, c.error_message)
-            await asyncio.sleep(0.2)
-        raise AdminError(ErrorCode.coordinator_not_available, f"no coordinator for {group}")
+        return await self.find_coordinator(group, GROUP)
 
     async def list_groups(self) -> list[tuple[str, str, str, str]]:
         out: dict[str, tuple[str, str, str, str]] = {}
@@ -99,16 +72,31 @@ class GroupsClient:
         resp = await c.request(69, 1, {"group_ids": [group], "include_authorized_operations": False})
         g = resp.groups[0]
         if ErrorCode(int(g.error_code)) == ErrorCode.none:
-            members = [Member(m.member_id, m.instance_id, m.client_id, m.client_host,
-                              {t.topic_name: sorted(t.partitions) for t in m.assignment.topic_partitions})
-                       for m in g.members]
+            members = [
+                Member(
+                    m.member_id,
+                    m.instance_id,
+                    m.client_id,
+                    m.client_host,
+                    {t.topic_name: sorted(t.partitions) for t in m.assignment.topic_partitions},
+                )
+                for m in g.members
+            ]
             return GroupInfo(group, g.group_state, "consumer", g.assignor_name, coord, members, g.group_epoch)
         resp = await c.request(15, 6, {"groups": [group], "include_authorized_operations": False})
         d = resp.groups[0]
         if ErrorCode(int(d.error_code)) != ErrorCode.none:
             raise AdminError(ErrorCode(int(d.error_code)), d.error_message)
-        members = [Member(m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                          parse_assignment(m.member_assignment) or {}) for m in d.members]
+        members = [
+            Member(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                parse_assignment(m.member_assignment) or {},
+            )
+            for m in d.members
+        ]
         return GroupInfo(group, d.group_state, "classic", d.protocol_data, coord, members)
 
     async def committed(self, group: str, coord: tuple[int, str, int]) -> dict[tuple[str, int], int]:
@@ -117,8 +105,12 @@ class GroupsClient:
         g = resp.groups[0]
         if ErrorCode(int(g.error_code)) != ErrorCode.none:
             raise AdminError(ErrorCode(int(g.error_code)), None)
-        return {(t.name, p.partition_index): int(p.committed_offset) for t in g.topics for p in t.partitions
-                if p.committed_offset >= 0}
+        return {
+            (t.name, p.partition_index): int(p.committed_offset)
+            for t in g.topics
+            for p in t.partitions
+            if p.committed_offset >= 0
+        }
 
     async def end_offsets(self, partitions: set[tuple[str, int]]) -> dict[tuple[str, int], int]:
         if not partitions:
@@ -160,14 +152,25 @@ async def describe_text(client: GroupsClient, group: str, view: str) -> str:
     rows: list[list[Any]]
     if view == "state":
         host = f"{info.coordinator[1]}:{info.coordinator[2]} ({info.coordinator[0]})"
-        rows = [["GROUP", "COORDINATOR (ID)", "TYPE", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
-                [group, host, info.kind, info.protocol or "-", info.state, len(info.members)]]
+        rows = [
+            ["GROUP", "COORDINATOR (ID)", "TYPE", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
+            [group, host, info.kind, info.protocol or "-", info.state, len(info.members)],
+        ]
         return _table(rows)
     if view == "members":
         rows = [["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"]]
         for m in sorted(info.members, key=lambda m: m.member_id):
-            rows.append([group, m.member_id, m.instance_id or "-", m.host, m.client_id,
-                         sum(len(p) for p in m.assignment.values()), _fmt_assignment(m.assignment)])
+            rows.append(
+                [
+                    group,
+                    m.member_id,
+                    m.instance_id or "-",
+                    m.host,
+                    m.client_id,
+                    sum(len(p) for p in m.assignment.values()),
+                    _fmt_assignment(m.assignment),
+                ]
+            )
         text = _table(rows)
         return text if info.members else f"Consumer group '{group}' has no active members.\n" + text
     committed = await client.committed(group, info.coordinator)
@@ -178,15 +181,27 @@ async def describe_text(client: GroupsClient, group: str, view: str) -> str:
                 owner[(t, p)] = m
     parts = set(committed) | set(owner)
     ends = await client.end_offsets(parts)
-    rows = [["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST",
-             "CLIENT-ID"]]
+    rows = [
+        ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"]
+    ]
     for tp in sorted(parts):
         cur = committed.get(tp)
         end = ends.get(tp)
         lag = end - cur if cur is not None and end is not None else "-"
         who = owner.get(tp)
-        rows.append([group, tp[0], tp[1], "-" if cur is None else cur, "-" if end is None else end, lag,
-                     who.member_id if who else "-", who.host if who else "-", who.client_id if who else "-"])
+        rows.append(
+            [
+                group,
+                tp[0],
+                tp[1],
+                "-" if cur is None else cur,
+                "-" if end is None else end,
+                lag,
+                who.member_id if who else "-",
+                who.host if who else "-",
+                who.client_id if who else "-",
+            ]
+        )
     prefix = "" if info.members else f"Consumer group '{group}' has no active members.\n\n"
     return prefix + _table(rows)
 

@@ -19,6 +19,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "reassign": ("kopfka.cli.reassign", "start, cancel and show partition reassignments (kafka-reassign-partitions)"),
     "metadata-quorum": ("kopfka.cli.metadata_quorum", "show and resize the controller quorum (kafka-metadata-quorum)"),
     "groups": ("kopfka.cli.groups", "list, describe and delete consumer groups, with lag (kafka-consumer-groups)"),
+    "transactions": ("kopfka.cli.transactions", "list, describe and abort transactions (kafka-transactions)"),
     "operator": ("kopfka_operator.cli", "run the Kubernetes operator (kopf)"),
 }
 

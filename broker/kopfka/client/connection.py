@@ -38,6 +38,15 @@ class KafkaConnection:
         return cls(reader, writer)
 
     async def request(self, api_key: int, version: int, body: dict[str, Any], timeout: float = 30.0) -> Any:
+        frame = await self.request_frame(api_key, version, body, timeout)
+        resp_schema = load_response_schema(api_key, version)
+        offset = 5 if (resp_schema.__flexible__ and api_key != 18) else 4
+        body_obj, _ = entity_reader(resp_schema)(frame, offset)
+        return body_obj
+
+    async def request_frame(self, api_key: int, version: int, body: dict[str, Any], timeout: float = 30.0) -> bytes:
+        """The raw response frame (correlation id first): for the few responses kio cannot read,
+        e.g. a -1 timestamp where Kafka's schema has no null (DescribeTransactions)."""
         schema = load_request_schema(api_key, version)
         self._correlation += 1
         corr = self._correlation
@@ -71,13 +80,10 @@ class KafkaConnection:
             await self.writer.drain()
             size = struct.unpack(">i", await asyncio.wait_for(self.reader.readexactly(4), timeout))[0]
             frame = await asyncio.wait_for(self.reader.readexactly(size), timeout)
-        resp_schema = load_response_schema(api_key, version)
         (got,) = struct.unpack_from(">i", frame, 0)
         if got != corr:
             raise ConnectionError(f"correlation id mismatch: sent {corr}, got {got}")
-        offset = 5 if (resp_schema.__flexible__ and api_key != 18) else 4
-        body_obj, _ = entity_reader(resp_schema)(frame, offset)
-        return body_obj
+        return frame
 
     async def close(self) -> None:
         self.writer.close()

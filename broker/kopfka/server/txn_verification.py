@@ -47,7 +47,7 @@ class TransactionVerifier:
         abortable_supported: bool,
     ) -> dict[TopicPartition, ErrorCode]:
         """Per partition: NONE, or the error the produce answers for it."""
-        raw = await self._ask(transactional_id, producer_id, producer_epoch, partitions, add)
+        raw = await self.ask(transactional_id, producer_id, producer_epoch, partitions, add=add)
         out = {}
         for tp in partitions:
             code = raw.get(tp, ErrorCode.none)
@@ -60,9 +60,10 @@ class TransactionVerifier:
             out[tp] = code
         return out
 
-    async def _ask(
-        self, tid: str, pid: int, epoch: int, partitions: list[TopicPartition], add: bool
+    async def ask(
+        self, tid: str, pid: int, epoch: int, partitions: list[TopicPartition], *, add: bool
     ) -> dict[TopicPartition, ErrorCode]:
+        """The coordinator's own answer per partition (no produce-specific translation)."""
         svc = self.services
         image = svc.metadata.image
         topic = image.topics_by_name.get(TXN_TOPIC)

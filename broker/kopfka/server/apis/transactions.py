@@ -37,6 +37,11 @@ def _ms(v: Any) -> int:
     return round(v.total_seconds() * 1000) if isinstance(v, datetime.timedelta) else int(v)
 
 
+def _instant(ms: int) -> datetime.datetime:
+    """A non-nullable timestamp field, -1 (none) included."""
+    return datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC) + datetime.timedelta(milliseconds=ms)
+
+
 def _txn(ctx: RequestContext) -> Any:
     coord = ctx.services.txn_coordinator
     if coord is None:
@@ -242,6 +247,7 @@ async def handle_txn_offset_commit(ctx: RequestContext, req: Any) -> dict[str, A
         gc = ctx.services.group_coordinator
         if gc is None:
             raise KafkaError(ErrorCode.coordinator_not_available, "the group coordinator is not running")
+        await _verify_offsets_partition(ctx, req, gc)
         results = await gc.commit_offsets(
             req.group_id,
             getattr(req, "member_id", ""),
@@ -268,6 +274,24 @@ async def handle_txn_offset_commit(ctx: RequestContext, req: Any) -> dict[str, A
     return {"throttle_time": 0, "topics": topics}
 
 
+async def _verify_offsets_partition(ctx: RequestContext, req: Any, gc: Any) -> None:
+    """KIP-890: the group's offsets partition must be in the transaction (AddOffsetsToTxn) — or,
+    for a transaction version 2 client (v5), is added to it here on the producer's behalf."""
+    svc = ctx.services
+    add = ctx.api_version >= 5 and int(ctx.image.features.get("transaction.version", 0)) >= 2
+    if not add and not svc.config["transaction.partition.verification.enable"]:
+        return
+    tp = (OFFSETS_TOPIC, partition_for(req.group_id, gc.num_partitions))
+    codes = await svc.txn_verifier.ask(
+        req.transactional_id, int(req.producer_id), int(req.producer_epoch), [tp], add=add
+    )
+    code = codes.get(tp, ErrorCode.none)
+    if code == ErrorCode.transaction_abortable and ctx.api_version < 5:
+        code = ErrorCode.invalid_txn_state
+    if code != ErrorCode.none:
+        raise KafkaError(code, "the offsets partition is not part of the transaction")
+
+
 @api(65)
 async def handle_describe_transactions(ctx: RequestContext, req: Any) -> dict[str, Any]:
     states = []
@@ -291,7 +315,7 @@ async def handle_describe_transactions(ctx: RequestContext, req: Any) -> dict[st
                 "transactional_id": tid,
                 "transaction_state": d["transaction_state"],
                 "transaction_timeout": d["transaction_timeout_ms"],
-                "transaction_start_time": d["transaction_start_time_ms"],
+                "transaction_start_time": _instant(d["transaction_start_time_ms"]),
                 "producer_id": d["producer_id"],
                 "producer_epoch": d["producer_epoch"],
                 "topics": d["topics"],
