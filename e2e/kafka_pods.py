@@ -1,0 +1,82 @@
+"""KafkaClusters and client pods on a real Kubernetes, for the operator's e2e tests."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import yaml
+from kube_env import REPO, Kube, condition, wait_for
+
+
+def cluster_ready(kube: Kube, name: str, namespace: str, timeout: float = 420) -> dict[str, Any]:
+    def ready() -> dict[str, Any] | None:
+        obj = kube.get("kafkacluster", name, namespace)
+        return obj if condition(obj, "Ready").get("status") == "True" else None
+
+    return wait_for(f"KafkaCluster {namespace}/{name} Ready", ready, timeout, interval=2)
+
+
+def example(name: str, **overrides: Any) -> str:
+    """An examples/ manifest, optionally with top-level spec keys replaced."""
+    doc = yaml.safe_load((REPO / "examples" / name).read_text())
+    doc["spec"].update(overrides)
+    return yaml.safe_dump(doc)
+
+
+def client_pod(kube: Kube, namespace: str, name: str = "client") -> str:
+    """A long-running pod of the client image (confluent-kafka, kafkatest, kafka-python, kcat)
+    inside the cluster network; tests `exec` into it."""
+    manifest = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": "kafka-client"}},
+        "spec": {
+            "terminationGracePeriodSeconds": 1,
+            "containers": [
+                {
+                    "name": "client",
+                    "image": kube.client_image,
+                    "imagePullPolicy": "IfNotPresent",
+                    "command": ["sleep", "infinity"],
+                }
+            ],
+        },
+    }
+    kube.apply(json.dumps(manifest), namespace)
+
+    def running() -> bool:
+        pod = kube.get("pod", name, namespace) or {}
+        return any(
+            c.get("type") == "Ready" and c.get("status") == "True" for c in pod.get("status", {}).get("conditions", [])
+        )
+
+    wait_for(f"client pod {name} ready", running, 180)
+    return name
+
+
+def exec_python(kube: Kube, namespace: str, pod: str, script: str, timeout: float = 300) -> str:
+    return kube.kubectl("-n", namespace, "exec", "-i", pod, "--", "python3", "-", input=script, timeout=timeout)
+
+
+def exec_sh(kube: Kube, namespace: str, pod: str, script: str, timeout: float = 300) -> str:
+    return kube.kubectl("-n", namespace, "exec", "-i", pod, "--", "/bin/sh", "-s", input=script, timeout=timeout)
+
+
+def kopfka_cli(kube: Kube, namespace: str, pod: str, *args: str, timeout: float = 120) -> str:
+    """The `kopfka` admin CLI (kafka-topics & co.) inside a client pod."""
+    return kube.kubectl("-n", namespace, "exec", pod, "--", "kopfka", *args, timeout=timeout)
+
+
+def pods_of(kube: Kube, namespace: str, cluster: str, role: str | None = None) -> list[dict[str, Any]]:
+    selector = f"kopfka.io/cluster={cluster}" + (f",kopfka.io/role={role}" if role else "")
+    return sorted(kube.items("pods", namespace, selector), key=lambda p: p["metadata"]["name"])
+
+
+def wait_gone(kube: Kube, kind: str, namespace: str, selector: str, timeout: float = 180) -> None:
+    wait_for(f"no {kind} with {selector}", lambda: not kube.items(kind, namespace, selector) or None, timeout)
+
+
+def elapsed(started: float) -> float:
+    return round(time.monotonic() - started, 1)
