@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Iterator
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from confluent_kafka import (
@@ -699,3 +700,62 @@ def test_kcat_compresses_against_kopfka(codec: str, code: int, broker: KopfkaPro
     segment = broker.data_dir / f"{topic}-0" / "00000000000000000000.log"
     assert _wait(lambda: segment.stat().st_size > 61)
     assert segment.read_bytes()[22] & 0x07 == code  # the batch's compression attribute
+
+
+# ---------------------------------------------------------------- ListOffsets for a partition that does not exist
+
+
+@pytest.mark.timeout(120)
+def test_list_offsets_for_a_missing_partition_fails_within_the_client_timeout(
+    broker: KopfkaProcess, admin: AdminClient, java_admin: Any
+) -> None:
+    """As against Kafka 4.3.1 (measured with the same calls): librdkafka fails at once (unknown
+    partition), kafka-python, aiokafka and the Java admin client retry until their timeout and
+    then raise; none may wait longer."""
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka.errors import KafkaTimeoutError as AioTimeout
+    from aiokafka.structs import TopicPartition as AioTP
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KpTP
+    from kafka.errors import KafkaTimeoutError
+
+    create(admin, "lo-missing")
+    missing = TopicPartition("lo-missing", 7)
+
+    def within(seconds: float, fn: Any) -> Exception:
+        t0 = time.monotonic()
+        try:
+            fn()
+        except Exception as exc:
+            assert time.monotonic() - t0 < seconds, f"{exc!r} after {time.monotonic() - t0:.1f}s"
+            return exc
+        raise AssertionError("no error for a partition that does not exist")
+
+    exc = within(5, lambda: admin.list_offsets({missing: OffsetSpec.latest()}, request_timeout=2)[missing].result(30))
+    assert isinstance(exc, KafkaException)
+    c = consumer(broker.bootstrap)
+    try:
+        exc = within(5, lambda: c.get_watermark_offsets(missing, timeout=2))
+        assert exc.args[0].code() == KafkaError._UNKNOWN_PARTITION  # type: ignore[attr-defined]
+    finally:
+        c.close()
+    kc = KafkaConsumer(bootstrap_servers=broker.bootstrap, request_timeout_ms=2000, fetch_max_wait_ms=200)
+    try:
+        assert isinstance(within(6, lambda: kc.end_offsets([KpTP("lo-missing", 7)])), KafkaTimeoutError)
+        assert isinstance(within(6, lambda: kc.offsets_for_times({KpTP("lo-missing", 7): 0})), KafkaTimeoutError)
+    finally:
+        kc.close()
+
+    async def aio() -> None:
+        ac = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, request_timeout_ms=2000)
+        await ac.start()
+        try:
+            await ac.end_offsets([AioTP("lo-missing", 7)])
+        finally:
+            await ac.stop()
+
+    assert isinstance(within(8, lambda: asyncio.run(aio())), AioTimeout)
+    (res,) = java_admin.run(broker.bootstrap, ["list-offsets", "lo-missing", "7"], timeout_ms=5000)
+    assert res["error"] == "TimeoutException" and res["elapsed_ms"] < 8000
