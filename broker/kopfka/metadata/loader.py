@@ -4,6 +4,10 @@ Runs on the event loop, strictly in offset order. Records between a BeginTransac
 its EndTransactionRecord are folded into one delta and published together; an
 AbortTransactionRecord discards them (KIP-866). Publishers are called in install order with
 (delta, new image) and must not block.
+
+A publisher that raises is a fault, handled as Kafka's "metadata publishing" fault handler does:
+logged at ERROR, counted (metadata-apply-error-count), and the other publishers still get the
+image. While the broker starts (the first publish of the whole image), it is fatal.
 """
 
 from __future__ import annotations
@@ -16,6 +20,10 @@ from kopfka.metadata.image import MetadataDelta, MetadataImage, Provenance
 from kopfka.raft.raft_client import CommittedBatch, LeaderAndEpoch
 
 log = logging.getLogger(__name__)
+
+
+class InitialMetadataLoadError(Exception):
+    """A publisher failed on the broker's first, whole-image publish: the broker must not start."""
 
 
 class MetadataPublisher(Protocol):
@@ -32,6 +40,19 @@ class MetadataLoader:
         self.leader = LeaderAndEpoch(-1, -1)
         self._txn_records: list[mr.MetadataRecord] | None = None
         self._txn_start_image: MetadataImage | None = None
+        self.apply_error_count = 0  # Kafka's broker-metadata-metrics metadata-apply-error-count
+
+    def publishing_fault(self, message: str, exc: BaseException) -> None:
+        """Kafka's non-fatal metadata publishing fault handler: an ERROR line and a count."""
+        self.apply_error_count += 1
+        log.error("Encountered metadata publishing fault: %s", message, exc_info=exc)
+
+    def _publish(self, delta: MetadataDelta, what: str) -> None:
+        for p in self.publishers:
+            try:
+                p.on_metadata_update(delta, self.image)
+            except Exception as exc:
+                self.publishing_fault(f"Unhandled error publishing the new metadata image {what} with {p.name}", exc)
 
     @property
     def last_applied_offset(self) -> int:
@@ -43,7 +64,15 @@ class MetadataLoader:
             if not self.image.is_empty():
                 delta = MetadataDelta(MetadataImage())
                 delta.replay_all(self.image.to_records())
-                p.on_metadata_update(delta, self.image)
+                try:
+                    p.on_metadata_update(delta, self.image)
+                except Exception as exc:  # Kafka's initial broker metadata load fault: fatal
+                    self.apply_error_count += 1
+                    log.error("Encountered initial broker metadata loading fault in %s", p.name, exc_info=exc)
+                    raise InitialMetadataLoadError(
+                        f"publisher {p.name} failed loading the metadata image at offset "
+                        f"{self.image.provenance.last_offset}: {exc!r}"
+                    ) from exc
             self.publishers.append(p)
 
     def handle_leader_change(self, leader: LeaderAndEpoch) -> None:
@@ -77,11 +106,7 @@ class MetadataLoader:
             log.exception("fatal: cannot replay committed metadata at offset %d", batch.base_offset)
             raise
         self.image = delta.apply(Provenance(batch.last_offset, batch.epoch, batch.append_time_ms))
-        for p in self.publishers:
-            try:
-                p.on_metadata_update(delta, self.image)
-            except Exception:
-                log.exception("metadata publisher %s failed at offset %d", p.name, batch.last_offset)
+        self._publish(delta, f"ending at offset {batch.last_offset}")
 
     def _load_snapshot(self, batch: CommittedBatch) -> None:
         """A snapshot is a whole image: rebuild from it, then tell publishers what changed."""
@@ -103,8 +128,4 @@ class MetadataLoader:
                 delta.replay(mr.UnregisterBrokerRecord(bid, b.epoch))
         delta.replay_all(new_image.to_records())
         delta.finish_snapshot()
-        for p in self.publishers:
-            try:
-                p.on_metadata_update(delta, self.image)
-            except Exception:
-                log.exception("metadata publisher %s failed loading a snapshot", p.name)
+        self._publish(delta, f"from the snapshot ending at offset {batch.last_offset}")

@@ -212,6 +212,11 @@ class BrokerStateCollector(Collector):
             "kafka_controller_kafkacontroller_activecontrollercount", "1 on the active controller"
         )
         topics = GaugeMetricFamily("kafka_controller_kafkacontroller_globaltopiccount", "Topics in the cluster")
+        apply_errors = GaugeMetricFamily(
+            "kafka_server_broker_metadata_metrics_metadata_apply_error_count",
+            "Metadata publishing faults: updates a metadata publisher failed to apply",
+        )
+        apply_errors.add_metric([], getattr(svc.metadata, "apply_error_count", 0))
         n_urp = n_lead = n_parts = n_off = 0
         for t in image.topics_by_id.values():
             for p in t.partitions.values():
@@ -231,7 +236,7 @@ class BrokerStateCollector(Collector):
         offline.add_metric([], n_off if is_active else 0)
         active.add_metric([], 1 if is_active else 0)
         topics.add_metric([], len(image.topics_by_id) if is_active else 0)
-        yield from (urp, leaders, parts, offline, active, topics)
+        yield from (urp, leaders, parts, offline, active, topics, apply_errors)
         yield from self._logs(svc)
         yield from self._quotas(svc)
         yield from self._connections(svc)

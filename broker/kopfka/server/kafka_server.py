@@ -18,7 +18,7 @@ from kopfka.log import meta_properties
 from kopfka.log.log_manager import LogManager
 from kopfka.metadata import bootstrap
 from kopfka.metadata import records as mr
-from kopfka.metadata.loader import MetadataLoader
+from kopfka.metadata.loader import InitialMetadataLoadError, MetadataLoader
 from kopfka.metrics.broker_metrics import BrokerMetrics
 from kopfka.quota.install import install as install_quotas
 from kopfka.raft.local_raft import LocalRaftClient
@@ -85,12 +85,15 @@ class KafkaServer:
             host, _, port = http.rpartition(":")
             self.health = HealthServer(lambda: self.state, self._ready)
             await self.health.start(host or "0.0.0.0", int(port))
-        if self._single_local_voter():
-            await self._start_local(cluster_id)
-        else:
-            from kopfka.server.kraft_node import start_kraft_node
+        try:
+            if self._single_local_voter():
+                await self._start_local(cluster_id)
+            else:
+                from kopfka.server.kraft_node import start_kraft_node
 
-            await start_kraft_node(self, cluster_id)
+                await start_kraft_node(self, cluster_id)
+        except InitialMetadataLoadError as exc:  # fatal, as Kafka's initial broker metadata load fault
+            raise StartupError(f"initial broker metadata loading failed: {exc}") from exc
 
     def _ready(self) -> bool:
         if self.lifecycle is None and self.kraft is not None:
