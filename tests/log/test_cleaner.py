@@ -268,3 +268,53 @@ def test_crash_at_each_swap_step_recovers(tmp_path: Path, point: str, monkeypatc
     monkeypatch.setattr(cleaner_mod, "crash_point", lambda name: None)
     run_cleaner(reopened, clock)
     assert latest_map(all_records(reopened)) == latest
+
+
+def test_follower_truncation_aborts_a_clean_in_progress(tmp_path: Path) -> None:
+    """A replica truncated while its log is being cleaned (an unclean election, a diverging
+    leader): Kafka's LogManager.truncateTo aborts and pauses the clean first, so the cleaned
+    copy of the old records is never swapped back in, and pulls the cleaner checkpoint back."""
+    import threading
+
+    from kopfka.log.log_manager import LogManager
+
+    clock = Clock()
+    ulog = open_log(tmp_path, clock)
+    fill(ulog, keys=30, versions=4, seed=11, ts=BASE_TS)
+    lc = make_cleaner(ulog, clock)
+    lm = LogManager([tmp_path], lambda _t: compact_config())  # type: ignore[arg-type,return-value]
+    lm.current_logs[TP] = ulog
+    lm.cleaner = lc
+    recopied, go_on = threading.Event(), threading.Event()
+    groups: list[list[object]] = []
+    real = lc.cleaners[0].clean_segments
+
+    def gated(log: UnifiedLog, group: list[object], *args: object) -> object:
+        result = real(log, group, *args)  # type: ignore[arg-type]
+        groups.append(group)
+        recopied.set()
+        go_on.wait(10)  # the cleaned copy is ready; the swap waits for the truncation below
+        return result
+
+    lc.cleaners[0].clean_segments = gated  # type: ignore[method-assign]
+
+    async def race() -> int:
+        task = asyncio.create_task(lc.try_clean_filthiest_log(0))
+        while not recopied.is_set():
+            await asyncio.sleep(0.005)
+        last = groups[0][-1]  # truncate inside the group's last segment, at its second batch: the group stays
+        data = last.log.pread(0, last.size)  # type: ignore[attr-defined]
+        target = [h.base_offset for h in iter_batches(data)][1]
+        lm.truncate_to(TP, target)
+        go_on.set()
+        await task
+        return target
+
+    try:
+        target = asyncio.run(race())
+    finally:
+        asyncio.run(lc.shutdown())
+    assert ulog.log_end_offset == target
+    assert max(off for off, _, _ in all_records(ulog)) < target, "truncated records came back with the clean"
+    assert lc.manager.state(TP) is None  # the pause was resumed once the clean unwound
+    assert lc.manager.all_cleaner_checkpoints().get(TP, 0) <= ulog.active_segment.base_offset

@@ -3,10 +3,10 @@ cleaning state machine that keeps retention, truncation, moves and deletion from
 clean.
 
 States: none -> InProgress (grabbed by a cleaner) -> none (done) | Aborted (someone needs the
-partition: the cleaner unwinds at its next check) -> Paused(1). Pauses nest: Paused(n) needs
-n resumes. The swap of cleaned segments only happens while the partition is still
-InProgress, on the event loop, so once `abort_and_pause_cleaning` returns nothing the
-cleaner produced can reach the log.
+partition: the cleaner unwinds at its next check) -> Paused(n), n the pauses taken and not yet
+resumed (none left: back to none). Pauses nest: Paused(n) needs n resumes. The swap of cleaned
+segments only happens while the partition is still InProgress, on the event loop, so once
+`abort_and_pause_cleaning` returns nothing the cleaner produced can reach the log.
 
 The per-dir `cleaner-offset-checkpoint` records each compacted partition's first dirty
 offset (the cleaner point).
@@ -141,6 +141,8 @@ class LogCleanerManager:
     def __init__(self, log_dirs: Iterable[Path]) -> None:
         self._lock = threading.RLock()
         self.in_progress: dict[TopicPartition, LogCleaningState] = {}
+        # pauses taken while a clean was Aborted (and not yet unwound): what Paused(n) it becomes
+        self._aborted_pauses: dict[TopicPartition, int] = {}
         self.uncleanable_partitions: dict[Path, set[TopicPartition]] = {}
         self.checkpoints: dict[Path, OffsetCheckpointFile] = {
             d: OffsetCheckpointFile(d / CLEANER_OFFSET_CHECKPOINT_FILE) for d in log_dirs
@@ -240,7 +242,7 @@ class LogCleanerManager:
                 if state is IN_PROGRESS:
                     del self.in_progress[tp]
                 elif state is ABORTED:
-                    self.in_progress[tp] = Paused(1)
+                    self._unwound(tp)
 
     def pause_cleaning_for_non_compacted_partitions(
         self, logs: Mapping[TopicPartition, UnifiedLog]
@@ -271,10 +273,11 @@ class LogCleanerManager:
                 self.in_progress[tp] = Paused(1)
             elif state is IN_PROGRESS:
                 self.in_progress[tp] = ABORTED
+                self._aborted_pauses[tp] = 1
             elif isinstance(state, Paused):
                 self.in_progress[tp] = Paused(state.count + 1)
             elif state is ABORTED:
-                pass
+                self._aborted_pauses[tp] = self._aborted_pauses.get(tp, 1) + 1
 
     def abort_cleaning(self, tp: TopicPartition) -> None:
         """Abort for good (the partition is going away)."""
@@ -298,17 +301,26 @@ class LogCleanerManager:
                         del self.in_progress[tp]
                     else:
                         self.in_progress[tp] = Paused(state.count - 1)
+                elif state is ABORTED:  # the cleaner has not unwound yet: it must still, but then not stay paused
+                    self._aborted_pauses[tp] = self._aborted_pauses.get(tp, 1) - 1
                 elif state is None:
                     log.debug("resume of %s which is not paused", tp)
 
     def done_cleaning(self, tp: TopicPartition) -> None:
-        """InProgress -> none; Aborted -> Paused(1) (whoever aborted will resume)."""
+        """InProgress -> none; Aborted -> Paused(n) for the n pauses not yet resumed (or none)."""
         with self._lock:
             state = self.in_progress.get(tp)
             if state is IN_PROGRESS:
                 del self.in_progress[tp]
             elif state is ABORTED:
-                self.in_progress[tp] = Paused(1)
+                self._unwound(tp)
+
+    def _unwound(self, tp: TopicPartition) -> None:
+        pauses = self._aborted_pauses.pop(tp, 1)
+        if pauses > 0:
+            self.in_progress[tp] = Paused(pauses)
+        else:
+            del self.in_progress[tp]
 
     def still_in_progress(self, tp: TopicPartition) -> bool:
         with self._lock:

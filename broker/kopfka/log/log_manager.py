@@ -811,6 +811,42 @@ class LogManager:
         self._move_clock = max(now, self._move_clock) + copied / max(self.move_rate, 1.0)
         return self._move_clock - now
 
+    # --- truncation (replica fetchers) ---------------------------------------------------------
+    def truncate_to(self, tp: TopicPartition, offset: int) -> bool:
+        """Truncate a replica's log, as Kafka's LogManager.truncateTo: a truncation below the active
+        segment first aborts and pauses a clean in progress (its output would swap the truncated
+        records back in) and pulls the cleaner checkpoint back to the active segment."""
+        ulog = self.current_logs.get(tp)
+        if ulog is None:
+            return False
+        stop_cleaner = self.cleaner is not None and offset < ulog.active_segment.base_offset
+        return self._truncate_with_cleaner_paused(tp, ulog, stop_cleaner, lambda: ulog.truncate_to(offset))
+
+    def truncate_fully_and_start_at(self, tp: TopicPartition, offset: int) -> None:
+        """Empty a replica's log to restart at `offset` (Kafka's LogManager.truncateFullyAndStartAt)."""
+        ulog = self.current_logs.get(tp)
+        if ulog is None:
+            return
+        def truncate() -> bool:
+            ulog.truncate_fully_and_start_at(offset)
+            return True
+
+        self._truncate_with_cleaner_paused(tp, ulog, self.cleaner is not None, truncate)
+
+    def _truncate_with_cleaner_paused(
+        self, tp: TopicPartition, ulog: UnifiedLog, stop_cleaner: bool, truncate: Callable[[], bool]
+    ) -> bool:
+        if not stop_cleaner or self.cleaner is None:
+            return truncate()
+        manager = self.cleaner.manager
+        manager.abort_and_pause_cleaning(tp)
+        try:
+            truncated = truncate()
+            manager.maybe_truncate_checkpoint(ulog.dir.parent, tp, ulog.active_segment.base_offset)
+            return truncated
+        finally:
+            manager.resume_cleaning([tp])
+
     def replace_current_with_future_log(self, tp: TopicPartition) -> None:
         with self._lock:
             current, future = self.current_logs[tp], self.future_logs[tp]

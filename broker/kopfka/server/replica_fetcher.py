@@ -365,18 +365,18 @@ class ReplicaFetcher:
         target = divergence_truncation_offset(ulog, epoch, end_offset)
         log.info("[ReplicaFetcher %d->%d] %s-%d diverges from the leader at epoch %d offset %d: truncating %d -> %d",
                  self.rm.node_id, self.leader_id, part.topic, part.partition, epoch, end_offset, leo, target)
-        ulog.truncate_to(target)
+        self.rm.log_manager.truncate_to(part.tp, target)
 
     def _handle_out_of_range(self, part: Partition, offset: int, leader_start: int, leader_hw: int) -> None:
         ulog = part.log
         if 0 <= offset < leader_start or (leader_start > ulog.log_end_offset):
             log.info("[ReplicaFetcher %d] %s-%d behind the leader's log start %d: restarting the log there",
                      self.rm.node_id, part.topic, part.partition, leader_start)
-            ulog.truncate_fully_and_start_at(leader_start)
+            self.rm.log_manager.truncate_fully_and_start_at(part.tp, leader_start)
         elif 0 <= leader_hw < ulog.log_end_offset:
             log.info("[ReplicaFetcher %d] %s-%d ahead of the leader: truncating to its HW %d",
                      self.rm.node_id, part.topic, part.partition, leader_hw)
-            ulog.truncate_to(leader_hw)
+            self.rm.log_manager.truncate_to(part.tp, leader_hw)
         else:
             self._delay(part.tp)
 
