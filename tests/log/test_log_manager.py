@@ -94,3 +94,51 @@ def test_delete_log_renames_then_deletes(tmp_path: Path) -> None:
     assert not (tmp_path / "a" / "t-0").exists()
     assert not [p for p in (tmp_path / "a").iterdir() if p.is_dir()]  # no loop: deleted at once
     lm.shutdown()
+
+
+def test_topic_recreated_while_away_never_serves_the_old_log(tmp_path: Path) -> None:
+    """The broker was down while `t` was deleted and recreated under a new topic id: on its first
+    metadata publish the old log is a stray (renamed `-stray`, as Kafka's isStrayKraftReplica), and
+    the new topic's partition starts empty; a log of another id is never handed out for it."""
+    from kopfka import uuids
+    from kopfka.metadata import records as mr
+    from kopfka.metadata.image import MetadataDelta, MetadataImage, replay
+    from kopfka.protocol.errors import ErrorCode, KafkaError
+    from kopfka.server.replica_manager import ReplicaManager
+
+    old_id, new_id, moved_id = (uuids.to_str(uuids.random_uuid()) for _ in range(3))
+    lm = manager([tmp_path])
+    old = lm.get_or_create_log(("t", 0), old_id)
+    old.append_as_leader(encode_batch([Record(i, 1_700_000_000_000, b"k", b"old-%d" % i) for i in range(5)]), 0)
+    lm.get_or_create_log(("gone", 0), moved_id)  # reassigned away from this broker meanwhile
+    lm.get_or_create_log(("noid", 0), None)  # never got its partition.metadata
+    lm.shutdown()
+
+    lm = manager([tmp_path])
+    lm.load_logs()
+    assert {("t", 0), ("gone", 0), ("noid", 0)} <= set(lm.current_logs)
+    image = replay(
+        [
+            mr.TopicRecord("t", new_id),
+            mr.PartitionRecord(0, new_id, (1,), (1,), 1, 0),
+            mr.TopicRecord("gone", moved_id),
+            mr.PartitionRecord(0, moved_id, (2,), (2,), 2, 0),
+        ]
+    )
+    with pytest.raises(KafkaError) as exc:  # handed the old log for the new id: refused
+        lm.get_or_create_log(("t", 0), new_id)
+    assert exc.value.code == ErrorCode.inconsistent_topic_id
+    assert sorted(lm.rename_stray_logs(image, broker_id=1)) == [("gone", 0), ("noid", 0), ("t", 0)]
+    strays = sorted(p.name.split(".")[0] for p in tmp_path.iterdir() if p.name.endswith("-stray"))
+    assert strays == ["gone-0", "noid-0", "t-0"]
+    rm = ReplicaManager(1, lm)
+    delta = MetadataDelta(MetadataImage())
+    delta.replay_all(image.to_records())
+    rm.on_metadata_update(delta, image)
+    new = rm.partitions[("t", 0)].log
+    assert new is not old and new.log_end_offset == 0 and uuids.to_str(new.topic_id) == new_id  # type: ignore[arg-type]
+    lm.shutdown()
+    lm = manager([tmp_path])
+    lm.load_logs()  # strays stay on disk for the operator but are never loaded again
+    assert set(lm.current_logs) == {("t", 0)} and lm.current_logs[("t", 0)].log_end_offset == 0
+    lm.shutdown()

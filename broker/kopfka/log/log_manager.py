@@ -34,6 +34,7 @@ from kopfka.config.log_config import LogConfig
 from kopfka.log import meta_properties
 from kopfka.log.log_cleaner import CleanerConfig, LogCleaner
 from kopfka.log.log_dir_failure_channel import LogDirFailureChannel
+from kopfka.metadata.image import MetadataImage
 from kopfka.protocol.errors import ErrorCode, KafkaError
 from kopfka.protocol.records import LOG_OVERHEAD, read_header
 from kopfka.storage import log_file_utils
@@ -85,6 +86,20 @@ def _segments_to_recover(path: Path, recovery_point: int) -> int:
             continue
     bases.sort()
     return sum(1 for i in range(len(bases)) if i + 1 == len(bases) or bases[i + 1] > recovery_point)
+
+
+def stray_reason(image: MetadataImage, broker_id: int, ulog: UnifiedLog) -> str | None:
+    """Why this broker must not serve the log (Kafka's LogManager.isStrayKraftReplica), or None."""
+    if ulog.topic_id is None:
+        return "it has no topic id"
+    topic_id = uuids.to_str(ulog.topic_id)
+    topic = image.topics_by_id.get(topic_id)
+    partition = topic.partitions.get(ulog.partition) if topic is not None else None
+    if partition is None:
+        return f"topic id {topic_id} does not exist in the metadata image"
+    if broker_id not in partition.replicas:
+        return f"the replica assignment {list(partition.replicas)} does not contain broker {broker_id}"
+    return None
 
 
 class LogManager:
@@ -449,6 +464,14 @@ class LogManager:
     def get_or_create_log(self, tp: TopicPartition, topic_id: str | None) -> UnifiedLog:
         existing = self.current_logs.get(tp)
         if existing is not None:
+            if topic_id and existing.topic_id is not None and uuids.to_str(existing.topic_id) != topic_id:
+                # a log of a deleted topic of the same name must never serve the new one (Kafka's
+                # InconsistentTopicIdException)
+                raise KafkaError(
+                    ErrorCode.inconsistent_topic_id,
+                    f"Tried to assign topic ID {topic_id} to log for topic partition {tp[0]}-{tp[1]}, but log "
+                    f"already contained topic ID {uuids.to_str(existing.topic_id)}",
+                )
             return existing
         if tp in self.offline_logs:
             raise KafkaError(ErrorCode.kafka_storage_error, f"the log dir of {tp[0]}-{tp[1]} is offline")
@@ -811,6 +834,30 @@ class LogManager:
         self._move_clock = max(now, self._move_clock) + copied / max(self.move_rate, 1.0)
         return self._move_clock - now
 
+    # --- stray replicas -----------------------------------------------------------------------
+    def rename_stray_logs(self, image: MetadataImage, broker_id: int) -> list[TopicPartition]:
+        """On the broker's first metadata publish, as Kafka's initializeManagers with
+        isStrayKraftReplica: a loaded log whose topic id the image does not know (a topic deleted,
+        maybe recreated under the same name, while this broker was away), whose replica set lacks
+        this broker, or that has no topic id, is renamed `<topic>-<p>.<uuid>-stray` and never served."""
+        strays = []
+        for tp, ulog in list(self.current_logs.items()):
+            reason = stray_reason(image, broker_id, ulog)
+            if reason is None:
+                continue
+            with self._lock:
+                if self.current_logs.get(tp) is not ulog:
+                    continue
+                if self.cleaner is not None:
+                    self.cleaner.manager.abort_cleaning(tp)
+                    self.cleaner.manager.update_checkpoints(ulog.dir.parent, remove=tp)
+                ulog.rename_dir(log_file_utils.log_stray_dir_name(*tp))
+                del self.current_logs[tp]
+                ulog.close()
+            log.warning("Found stray log %s-%d (%s): renamed to %s", tp[0], tp[1], reason, ulog.dir)
+            strays.append(tp)
+        return strays
+
     # --- truncation (replica fetchers) ---------------------------------------------------------
     def truncate_to(self, tp: TopicPartition, offset: int) -> bool:
         """Truncate a replica's log, as Kafka's LogManager.truncateTo: a truncation below the active
@@ -827,6 +874,7 @@ class LogManager:
         ulog = self.current_logs.get(tp)
         if ulog is None:
             return
+
         def truncate() -> bool:
             ulog.truncate_fully_and_start_at(offset)
             return True

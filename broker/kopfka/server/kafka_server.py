@@ -167,8 +167,10 @@ class KafkaServer:
     def _install_publishers(self, loader: MetadataLoader, services: BrokerServices) -> None:
         """The broker's metadata publishers, in order; both startup paths install them here,
         once the loader holds the caught-up image."""
-        assert self.replica_manager is not None
+        assert self.replica_manager is not None and self.log_manager is not None
         self.loader = loader
+        # logs the image says this broker must not serve (deleted topics, moved replicas) become strays
+        self.log_manager.rename_stray_logs(loader.image, self.node_id)
         self.replica_manager.start_replication(
             self.config, services.controller, lambda: services.lifecycle.broker_epoch if services.lifecycle else -1
         )
