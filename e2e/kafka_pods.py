@@ -15,7 +15,26 @@ def cluster_ready(kube: Kube, name: str, namespace: str, timeout: float = 420) -
         obj = kube.get("kafkacluster", name, namespace)
         return obj if condition(obj, "Ready").get("status") == "True" else None
 
-    return wait_for(f"KafkaCluster {namespace}/{name} Ready", ready, timeout, interval=2)
+    try:
+        return wait_for(f"KafkaCluster {namespace}/{name} Ready", ready, timeout, interval=2)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{describe_cluster(kube, name, namespace)}") from None
+
+
+def describe_cluster(kube: Kube, name: str, namespace: str) -> str:
+    """What a human would look at: the status, each pod's phase and the namespace's warnings."""
+    obj = kube.get("kafkacluster", name, namespace) or {}
+    lines = [f"status: {json.dumps(obj.get('status'))[:3000]}"]
+    for pod in pods_of(kube, namespace, name):
+        st = pod.get("status", {})
+        waiting = [
+            (c.get("state") or {}).get("waiting", {}).get("reason", "")
+            for c in st.get("containerStatuses", []) + st.get("initContainerStatuses", [])
+        ]
+        lines.append(f"pod {pod['metadata']['name']}: {st.get('phase')} {' '.join(w for w in waiting if w)}")
+    events = kube.kubectl("-n", namespace, "get", "events", "--field-selector", "type=Warning", check=False)
+    lines.append(events[-3000:])
+    return "\n".join(lines)
 
 
 def example(name: str, **overrides: Any) -> str:

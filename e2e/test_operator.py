@@ -8,6 +8,8 @@ share them, because bringing a cluster up is the expensive part on two cores.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 import uuid
 from collections.abc import Iterator
@@ -333,32 +335,99 @@ def test_kubectl_scale_through_the_scale_subresource(
 
 
 def test_operator_restart_mid_reconcile_converges(operator: Kube, ns: str, examples: dict[str, dict[str, Any]]) -> None:
+    """A change, a hard kill of the operator pod while it reconciles, a second change while no
+    operator runs: the replacement operator converges to both."""
     started = time.monotonic()
-    operator.kubectl(
-        "-n",
-        ns,
-        "patch",
-        "kafkacluster",
-        "small",
-        "--type=merge",
-        "-p",
-        json.dumps({"spec": {"config": {"log.retention.bytes": "123456789"}}}),
-    )
-    pods = operator.items("pods", "kopfka-system", "app.kubernetes.io/name=kopfka")
-    operator.kubectl("-n", "kopfka-system", "delete", "pod", "--wait=false", *[p["metadata"]["name"] for p in pods])
+    before = [
+        p["metadata"]["name"] for p in operator.items("pods", "kopfka-system", "app.kubernetes.io/name=kopfka-operator")
+    ]
+    assert before, "no operator pod"
+
+    def patch(key: str, value: str) -> None:
+        operator.kubectl(
+            "-n",
+            ns,
+            "patch",
+            "kafkacluster",
+            "small",
+            "--type=merge",
+            "-p",
+            json.dumps({"spec": {"config": {key: value}}}),
+        )
+
+    patch("log.retention.bytes", "123456789")
+    operator.kubectl("-n", "kopfka-system", "delete", "pod", "--force", "--grace-period=0", *before)
+    patch("log.segment.bytes", "33554432")
     generation = operator.get("kafkacluster", "small", ns)["metadata"]["generation"]
 
     def converged() -> bool:
         cm = operator.get("configmap", "small-combined-config", ns) or {}
+        props = cm.get("data", {}).get("server.properties", "")
         obj = operator.get("kafkacluster", "small", ns) or {}
         return (
-            "log.retention.bytes=123456789" in cm.get("data", {}).get("server.properties", "")
+            "log.retention.bytes=123456789" in props
+            and "log.segment.bytes=33554432" in props
             and obj.get("status", {}).get("observedGeneration") == generation
             and condition(obj, "Ready").get("status") == "True"
         )
 
     wait_for("converged after the operator restart", converged, 300, interval=2)
+    after = [
+        p["metadata"]["name"] for p in operator.items("pods", "kopfka-system", "app.kubernetes.io/name=kopfka-operator")
+    ]
+    assert after and not set(after) & set(before), (before, after)
     TIMINGS["operator_restart_converge_s"] = elapsed(started)
+
+
+def _replication(kube: Kube, ns: str, client: str) -> dict[int, list[str]]:
+    controllers = ",".join(f"demo-controller-{i}.demo-controller.{ns}.svc:9093" for i in range(3))
+    out = kopfka_cli(
+        kube, ns, client, "metadata-quorum", "--bootstrap-controller", controllers, "describe", "--replication"
+    )
+    rows = {}
+    for line in out.splitlines()[1:]:
+        cols = line.split()
+        if cols and cols[0].isdigit():
+            rows[int(cols[0])] = cols
+    return rows
+
+
+def test_wiped_controller_rejoins_under_a_new_directory_id(
+    operator: Kube, ns: str, examples: dict[str, dict[str, Any]], client: str
+) -> None:
+    """KIP-853 disk loss, on real pods: a follower controller's metadata volume is emptied and
+    the node killed. Its format-storage init container must not re-use the pre-generated
+    directory id (the node would vote with an empty log); it formats a new one, and the node
+    rejoins as a new voter (its stale key removed, itself added)."""
+    if operator.platform != "testbed":
+        pytest.skip("kills a process on the node: test bed only")
+    from testbed import images as imageslib
+
+    before = _replication(operator, ns, client)
+    voters = {n: cols for n, cols in before.items() if cols[-1] in ("Leader", "Follower")}
+    assert sorted(voters) == [1000, 1001, 1002], before
+    leader = next(n for n, cols in voters.items() if cols[-1] == "Leader")
+    node = max(n for n in voters if n != leader)
+    pod = f"demo-controller-{node - 1000}"
+    old_dir = voters[node][1]
+
+    cid = operator.get("pod", pod, ns)["status"]["containerStatuses"][0]["containerID"].split("//")[1]
+    tasks = imageslib.ctr(operator.extra["paths"], "tasks", "ls").stdout.splitlines()
+    pid = next(int(line.split()[1]) for line in tasks if line.startswith(cid))
+    operator.kubectl("-n", ns, "exec", pod, "-c", "kopfka", "--", "sh", "-c", "rm -rf /var/lib/kopfka/data-0/*")
+    os.kill(pid, signal.SIGKILL)  # the disk is gone and so is the process: nothing writes back
+    operator.kubectl("-n", ns, "delete", "pod", pod, "--wait=false")
+
+    def rejoined() -> dict[int, list[str]] | None:
+        rows = _replication(operator, ns, client)
+        cols = rows.get(node)
+        ok = cols is not None and cols[1] != old_dir and cols[-1] == "Follower"
+        voters_now = [n for n, c in rows.items() if c[-1] in ("Leader", "Follower")]
+        return rows if ok and sorted(voters_now) == [1000, 1001, 1002] else None
+
+    rows = wait_for(f"controller {node} back as a voter under a new directory id", rejoined, 240, interval=3)
+    assert int(rows[node][3]) <= 10, rows[node]  # caught up (lag)
+    cluster_ready(operator, "demo", ns)
 
 
 def test_deleting_a_cluster_removes_children_and_keeps_claims_unless_delete_claim(
