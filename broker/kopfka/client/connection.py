@@ -1,14 +1,19 @@
-"""A minimal asyncio Kafka client connection for kopfka's own tools (CLI, operator).
+"""A minimal asyncio Kafka client connection for kopfka's own tools (CLI, operator) and the
+broker's own clients (replica fetcher, node-to-controller channel, raft).
 
 It reuses the sans-IO protocol layer: requests are kio entities built from dicts, framed with
-the right header version; responses are parsed with kio's readers.
+the right header version; responses are parsed with kio's readers. With a ClientSecurity it
+speaks TLS and/or authenticates with SASL (SaslHandshake v1 + SaslAuthenticate v2), and
+re-authenticates before the server's session lifetime runs out (KIP-368).
 """
 
 from __future__ import annotations
 
 import asyncio
 import io
+import random
 import struct
+import time
 from typing import Any
 
 from kio.index import load_request_schema, load_response_schema
@@ -18,35 +23,102 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32
 
 from kopfka.protocol.entity_builder import build
+from kopfka.protocol.errors import ErrorCode
+from kopfka.security import plain, scram
+from kopfka.security.client import AuthenticationError, ClientSecurity
 
 CLIENT_ID = "kopfka-cli"
+SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 
 
 class KafkaConnection:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, security: ClientSecurity | None = None
+    ) -> None:
         self.reader = reader
         self.writer = writer
+        self.security = security
         self._correlation = 0
         self._lock = asyncio.Lock()
+        self._reauth_at: float | None = None  # monotonic; re-authenticate before the session ends
 
     @classmethod
-    async def open(cls, bootstrap: str, timeout: float = 10.0) -> KafkaConnection:
+    async def open(
+        cls, bootstrap: str, timeout: float = 10.0, security: ClientSecurity | None = None
+    ) -> KafkaConnection:
         host, _, port = bootstrap.strip().rpartition(":")
+        host = host.strip("[]") or "127.0.0.1"
+        tls = security.ssl_context if security is not None and security.tls else None
         reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(host.strip("[]") or "127.0.0.1", int(port)), timeout
+            asyncio.open_connection(host, int(port), ssl=tls, server_hostname=host if tls else None), timeout
         )
-        return cls(reader, writer)
+        conn = cls(reader, writer, security)
+        if security is not None and security.mechanism:
+            try:
+                async with conn._lock:
+                    await asyncio.wait_for(conn._authenticate(), timeout)
+            except BaseException:
+                await conn.close()
+                raise
+        return conn
+
+    async def _authenticate(self) -> None:
+        """SaslHandshake v1 then SaslAuthenticate v2 rounds (caller holds the lock)."""
+        sec = self.security
+        assert sec is not None and sec.mechanism
+        hs = await self._roundtrip(SASL_HANDSHAKE, 1, {"mechanism": sec.mechanism}, 30.0)
+        if ErrorCode(int(hs.error_code)) != ErrorCode.none:
+            raise AuthenticationError(
+                f"SASL mechanism {sec.mechanism} refused ({ErrorCode(int(hs.error_code)).name}); "
+                f"the server enables {', '.join(hs.mechanisms or ())}"
+            )
+
+        async def step(token: bytes) -> Any:
+            resp = await self._roundtrip(SASL_AUTHENTICATE, 2, {"auth_bytes": token}, 30.0)
+            if ErrorCode(int(resp.error_code)) != ErrorCode.none:
+                raise AuthenticationError(resp.error_message or ErrorCode(int(resp.error_code)).name)
+            return resp
+
+        if sec.mechanism == "PLAIN":
+            last = await step(plain.client_token(sec.username, sec.password))
+        else:
+            client = scram.ScramClient(sec.mechanism, sec.username, sec.password)
+            first = await step(client.first())
+            last = await step(client.final(bytes(first.auth_bytes)))
+            try:
+                client.verify(bytes(last.auth_bytes))
+            except scram.ScramError as exc:
+                raise AuthenticationError(str(exc)) from None
+        lifetime_ms = last.session_lifetime.total_seconds() * 1000 if last.session_lifetime else 0
+        # as Kafka's clients: re-authenticate at a random 85-95% of the session lifetime
+        self._reauth_at = None
+        if lifetime_ms > 0:
+            self._reauth_at = time.monotonic() + lifetime_ms / 1000 * random.uniform(0.85, 0.95)
 
     async def request(self, api_key: int, version: int, body: dict[str, Any], timeout: float = 30.0) -> Any:
         frame = await self.request_frame(api_key, version, body, timeout)
+        return self._parse(api_key, version, frame)
+
+    async def request_frame(self, api_key: int, version: int, body: dict[str, Any], timeout: float = 30.0) -> bytes:
+        """The raw response frame (correlation id first): for the few responses kio cannot read,
+        e.g. a -1 timestamp where Kafka's schema has no null (DescribeTransactions)."""
+        async with self._lock:
+            if self._reauth_at is not None and time.monotonic() >= self._reauth_at:
+                await asyncio.wait_for(self._authenticate(), timeout)
+            return await self._roundtrip_frame(api_key, version, body, timeout)
+
+    @staticmethod
+    def _parse(api_key: int, version: int, frame: bytes) -> Any:
         resp_schema = load_response_schema(api_key, version)
         offset = 5 if (resp_schema.__flexible__ and api_key != 18) else 4
         body_obj, _ = entity_reader(resp_schema)(frame, offset)
         return body_obj
 
-    async def request_frame(self, api_key: int, version: int, body: dict[str, Any], timeout: float = 30.0) -> bytes:
-        """The raw response frame (correlation id first): for the few responses kio cannot read,
-        e.g. a -1 timestamp where Kafka's schema has no null (DescribeTransactions)."""
+    async def _roundtrip(self, api_key: int, version: int, body: dict[str, Any], timeout: float) -> Any:
+        """One request and its parsed answer (the caller holds the lock)."""
+        return self._parse(api_key, version, await self._roundtrip_frame(api_key, version, body, timeout))
+
+    async def _roundtrip_frame(self, api_key: int, version: int, body: dict[str, Any], timeout: float) -> bytes:
         schema = load_request_schema(api_key, version)
         self._correlation += 1
         corr = self._correlation
@@ -75,11 +147,10 @@ class KafkaConnection:
         entity_writer(schema)(buf, build(schema, body))
         data = buf.getbuffer()
         struct.pack_into(">i", data, 0, len(data) - 4)
-        async with self._lock:
-            self.writer.write(bytes(data))
-            await self.writer.drain()
-            size = struct.unpack(">i", await asyncio.wait_for(self.reader.readexactly(4), timeout))[0]
-            frame = await asyncio.wait_for(self.reader.readexactly(size), timeout)
+        self.writer.write(bytes(data))
+        await self.writer.drain()
+        size = struct.unpack(">i", await asyncio.wait_for(self.reader.readexactly(4), timeout))[0]
+        frame = await asyncio.wait_for(self.reader.readexactly(size), timeout)
         (got,) = struct.unpack_from(">i", frame, 0)
         if got != corr:
             raise ConnectionError(f"correlation id mismatch: sent {corr}, got {got}")
@@ -89,5 +160,5 @@ class KafkaConnection:
         self.writer.close()
         try:
             await self.writer.wait_closed()
-        except ConnectionError:
+        except OSError:  # ConnectionError, or an SSL error while closing a TLS stream
             pass

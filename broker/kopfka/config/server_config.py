@@ -182,6 +182,43 @@ SERVER_CONFIG = (
     .define("max.connections.per.ip.overrides", "string", "")
     .define("max.connection.creation.rate", "int", 2**31 - 1, validator=at_least(0))
     .define("telemetry.max.bytes", "int", 1_048_576, validator=at_least(1))
+    # --- security: listeners (each key may be overridden per listener as listener.name.<l>.<key>)
+    .define("security.inter.broker.protocol", "string", "PLAINTEXT", read_only=True,
+            validator=one_of("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"))
+    .define("ssl.keystore.type", "string", "JKS", read_only=True)
+    .define("ssl.keystore.location", "string", None, read_only=True)
+    .define("ssl.keystore.password", "password", None, sensitive=True, read_only=True)
+    .define("ssl.keystore.key", "password", None, sensitive=True, read_only=True)
+    .define("ssl.keystore.certificate.chain", "password", None, sensitive=True, read_only=True)
+    .define("ssl.key.password", "password", None, sensitive=True, read_only=True)
+    .define("ssl.truststore.type", "string", "JKS", read_only=True)
+    .define("ssl.truststore.location", "string", None, read_only=True)
+    .define("ssl.truststore.password", "password", None, sensitive=True, read_only=True)
+    .define("ssl.truststore.certificates", "password", None, sensitive=True, read_only=True)
+    .define("ssl.client.auth", "string", "none", validator=one_of("required", "requested", "none"), read_only=True)
+    .define("ssl.protocol", "string", "TLSv1.3", read_only=True)
+    .define("ssl.enabled.protocols", "list", ["TLSv1.2", "TLSv1.3"], read_only=True,
+            validator=one_of("TLSv1.2", "TLSv1.3"))
+    .define("ssl.cipher.suites", "list", [], read_only=True,
+            doc="OpenSSL cipher names for TLSv1.2 (TLSv1.3 suites are OpenSSL's defaults)")
+    .define("ssl.endpoint.identification.algorithm", "string", "https", read_only=True)
+    .define("ssl.principal.mapping.rules", "string", "DEFAULT", read_only=True)
+    .define("ssl.keymanager.algorithm", "string", "SunX509", read_only=True, doc="accepted for compatibility; unused")
+    .define("ssl.trustmanager.algorithm", "string", "PKIX", read_only=True, doc="accepted for compatibility; unused")
+    .define("ssl.engine.factory.class", "class", None, read_only=True)
+    .define("principal.builder.class", "class", None, read_only=True)
+    # --- security: SASL
+    .define("sasl.enabled.mechanisms", "list", ["GSSAPI"], read_only=True)
+    .define("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI", read_only=True)
+    .define("sasl.mechanism.controller.protocol", "string", "GSSAPI", read_only=True)
+    .define("sasl.jaas.config", "password", None, sensitive=True, read_only=True)
+    .define("sasl.server.max.receive.size", "int", 524_288, validator=at_least(1), read_only=True)
+    .define("connections.max.reauth.ms", "long", 0, validator=at_least(0), read_only=True)
+    .define("connection.failed.authentication.delay.ms", "int", 100, validator=at_least(0), read_only=True)
+    # --- security: authorization (StandardAuthorizer, ACLs in the metadata log)
+    .define("authorizer.class.name", "string", "", read_only=True)
+    .define("super.users", "string", "", read_only=True, doc="semicolon-separated principals: User:admin;User:b0")
+    .define("allow.everyone.if.no.acl.found", "boolean", False, read_only=True)
     # --- kopfka-specific (namespaced so they never collide with Kafka keys)
     .define(
         "kopfka.http.listener",
@@ -317,7 +354,9 @@ class KafkaConfig:
     @classmethod
     def from_properties(cls, raw: Mapping[str, str], *, env: Mapping[str, str] | None = None) -> KafkaConfig:
         expanded = {k: interpolate(v, env) for k, v in raw.items()}
-        unknown = [k for k in expanded if k not in SERVER_CONFIG and k not in TOPIC_CONFIG]
+        from kopfka.security.listeners import is_listener_key
+
+        unknown = [k for k in expanded if k not in SERVER_CONFIG and k not in TOPIC_CONFIG and not is_listener_key(k)]
         parsed = SERVER_CONFIG.parse(expanded)
         values = {k.name: k.default for k in SERVER_CONFIG.keys.values()}
         values.update(parsed)

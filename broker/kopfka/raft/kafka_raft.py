@@ -39,6 +39,7 @@ from kopfka.protocol.records import iter_batches
 from kopfka.raft import snapshots
 from kopfka.raft.local_raft import METADATA_TOPIC, QUORUM_STATE, metadata_log_dir, read_committed_batches
 from kopfka.raft.raft_client import CommittedBatch, LeaderAndEpoch, RaftListener
+from kopfka.security.client import ClientSecurity
 from kopfka.storage.unified_log import UnifiedLog
 from kopfka.uuids import METADATA_TOPIC_ID
 
@@ -84,8 +85,9 @@ class RaftPeers:
     """Connections to other quorum nodes, one per (endpoint, purpose): a long-polling fetch
     never queues a Vote behind it."""
 
-    def __init__(self, request_timeout_s: float) -> None:
+    def __init__(self, request_timeout_s: float, security: ClientSecurity | None = None) -> None:
         self.timeout = request_timeout_s
+        self.security = security  # the controller listener's client side (TLS / SASL)
         self._conns: dict[tuple[str, int, str], KafkaConnection] = {}
 
     async def request(
@@ -103,7 +105,7 @@ class RaftPeers:
         conn = self._conns.get(key)
         try:
             if conn is None:
-                conn = await KafkaConnection.open(f"{host}:{port}", timeout=self.timeout)
+                conn = await KafkaConnection.open(f"{host}:{port}", timeout=self.timeout, security=self.security)
                 self._conns[key] = conn
             return await conn.request(api_key, version, body, timeout=timeout or self.timeout)
         except (OSError, asyncio.IncompleteReadError, TimeoutError, ConnectionError) as exc:
@@ -143,6 +145,7 @@ class KafkaRaftClient:
         auto_join: bool = False,
         retention_bytes: int = 104_857_600,
         retention_ms: int = 604_800_000,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.node_id = node_id
         self.cluster_id = cluster_id
@@ -159,7 +162,7 @@ class KafkaRaftClient:
         self.auto_join = auto_join
         self.retention_bytes = retention_bytes
         self.retention_ms = retention_ms
-        self.peers = RaftPeers(request_timeout_ms / 1000)
+        self.peers = RaftPeers(request_timeout_ms / 1000, security)
         self._listeners: list[RaftListener] = []
         self._leader_change_cbs: list[Callable[[LeaderAndEpoch], None]] = []
         # retention of the metadata log is snapshot-driven (maybe_clean), never by the topic defaults

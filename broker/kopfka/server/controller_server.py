@@ -9,7 +9,6 @@ NOT_CONTROLLER and the broker retries against the new leader.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from kopfka.protocol.framing import encode_response, peek_header
 from kopfka.raft.kafka_raft import KafkaRaftClient
 from kopfka.server.apis.features import feature_updates, update_features_response
 from kopfka.server.apis.quotas import alter_client_quotas_response
+from kopfka.server.apis.sasl import illegal_authenticate, illegal_handshake
 from kopfka.server.network import Connection, KafkaNetworkServer
 
 log = logging.getLogger(__name__)
@@ -65,7 +65,7 @@ def controller_api(key: int) -> Callable[[ControllerHandler], ControllerHandler]
 
 
 class ControllerConnection(Connection):
-    async def process(self, frame: bytes | bytearray) -> bool:  # type: ignore[override]
+    async def handle_frame(self, frame: bytes | bytearray) -> bool:
         frame = bytes(frame)
         api_key, version, corr = peek_header(frame)
         rng = CONTROLLER_APIS.get(api_key)
@@ -94,10 +94,7 @@ class ControllerNetworkServer(KafkaNetworkServer):
     """KafkaNetworkServer whose connections dispatch to the controller handler table."""
 
     async def start_listener(self, name: str, host: str, port: int) -> tuple[str, int]:
-        loop = asyncio.get_running_loop()
-        server = await loop.create_server(
-            lambda: ControllerConnection(self, name), host or "0.0.0.0", port, reuse_address=True
-        )
+        server = await self._create_server(lambda: ControllerConnection(self, name), name, host, port)
         self.servers.append(server)
         sock = server.sockets[0].getsockname()
         self.bound[name] = (sock[0], sock[1])
@@ -122,6 +119,19 @@ def _api_versions(error: ErrorCode = ErrorCode.none) -> dict[str, Any]:
 @controller_api(18)
 async def _h_api_versions(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
     return _api_versions()
+
+
+CONTROLLER_APIS.update({17: (0, 1), 36: (0, 2)})  # SaslHandshake, SaslAuthenticate (see apis/sasl.py)
+
+
+@controller_api(17)
+async def _h_sasl_handshake(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
+    return illegal_handshake()
+
+
+@controller_api(36)
+async def _h_sasl_authenticate(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
+    return illegal_authenticate()
 
 
 # --- quorum RPCs ------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import logging
 import signal
 from typing import Any
 
+from kopfka.config.definitions import ConfigError
 from kopfka.config.server_config import KafkaConfig
 from kopfka.controller.quorum_controller import QuorumController
 from kopfka.log import meta_properties
@@ -22,6 +23,8 @@ from kopfka.metadata.loader import InitialMetadataLoadError, MetadataLoader
 from kopfka.metrics.broker_metrics import BrokerMetrics
 from kopfka.quota.install import install as install_quotas
 from kopfka.raft.local_raft import LocalRaftClient
+from kopfka.security.client import ClientSecurity
+from kopfka.security.listeners import ListenerSecurity, listener_protocol, listener_security
 from kopfka.server.broker_lifecycle import BrokerLifecycleManager, BrokerState
 from kopfka.server.broker_services import BrokerServices, make_config_for
 from kopfka.server.fetch_session import FetchSessionCache
@@ -53,6 +56,9 @@ class KafkaServer:
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
         self.scheduler = KafkaScheduler()
+        self.listener_security: dict[str, ListenerSecurity] = {}
+        self.inter_broker_security: ClientSecurity | None = None
+        self.controller_security: ClientSecurity | None = None
 
     @property
     def state(self) -> str:
@@ -77,9 +83,31 @@ class KafkaServer:
             and [v.split("@")[0] for v in voters] == [str(self.node_id)]
         )
 
+    def _load_security(self) -> None:
+        """Every listener's TLS/SASL settings and the client side of the broker's own
+        connections, resolved before anything starts: a bad key stops the node with its name."""
+        cfg = self.config
+        try:
+            self.listener_security = {lst.name: listener_security(cfg, lst.name) for lst in cfg.listeners}
+            if cfg.is_broker:
+                self.inter_broker_security = ClientSecurity.inter_broker(cfg)
+            if not self._single_local_voter():
+                self.controller_security = ClientSecurity.controller(cfg)
+        except ConfigError as exc:
+            raise StartupError(str(exc)) from exc
+
+    def endpoints(self) -> tuple[mr.Endpoint, ...]:
+        """The advertised broker endpoints, each with its listener's security protocol."""
+        cfg = self.config
+        return tuple(
+            mr.Endpoint(lst.name, lst.host, lst.port, listener_protocol(cfg, lst.name))
+            for lst in cfg.advertised_listeners
+        )
+
     async def start(self) -> None:
         cfg = self.config
         cluster_id = self._check_formatted()
+        self._load_security()
         http = cfg["kopfka.http.listener"]
         if http:
             host, _, port = http.rpartition(":")
@@ -140,12 +168,11 @@ class KafkaServer:
             ),
         )
         install_quotas(services, loader)  # quotas, broker metrics, client telemetry (kopfka.quota.install)
-        endpoints = tuple(mr.Endpoint(lst.name, lst.host, lst.port) for lst in cfg.advertised_listeners)
         self.lifecycle = BrokerLifecycleManager(
             self.node_id,
             cluster_id,
             controller,
-            endpoints=endpoints,
+            endpoints=self.endpoints(),
             rack=cfg["broker.rack"],
             log_dirs=tuple(m.directory_id for m in meta_properties.verify(cfg.log_dirs, self.node_id).values()),
             metadata_offset=lambda: loader.last_applied_offset,
@@ -159,7 +186,7 @@ class KafkaServer:
         await self.lifecycle.wait_unfenced()
         self.log_manager.broker_epoch = self.lifecycle.broker_epoch
 
-        self.network = KafkaNetworkServer(services, int(cfg["socket.request.max.bytes"]))
+        self.network = KafkaNetworkServer(services, int(cfg["socket.request.max.bytes"]), self.listener_security)
         for lst in cfg.broker_listeners:
             await self.network.start_listener(lst.name, lst.host, lst.port)
         log.info("[KafkaServer id=%d] started (cluster id %s)", self.node_id, cluster_id)
@@ -172,7 +199,10 @@ class KafkaServer:
         # logs the image says this broker must not serve (deleted topics, moved replicas) become strays
         self.log_manager.rename_stray_logs(loader.image, self.node_id)
         self.replica_manager.start_replication(
-            self.config, services.controller, lambda: services.lifecycle.broker_epoch if services.lifecycle else -1
+            self.config,
+            services.controller,
+            lambda: services.lifecycle.broker_epoch if services.lifecycle else -1,
+            self.inter_broker_security,
         )
         loader.install_publishers([self.replica_manager])
         from kopfka.coordinator.group import GroupCoordinator  # consumer groups + offsets (after the replicas)

@@ -143,6 +143,7 @@ async def start_kraft_node(server: KafkaServer, cluster_id: str) -> None:
         auto_join=cfg.is_controller
         and not static
         and str(cfg.originals.get("controller.quorum.auto.join.enable", "true")).lower() == "true",
+        security=server.controller_security,
     )
     if static and cfg.is_controller and node_id not in static:
         raise StartupError(f"node.id {node_id} is a controller but is not in controller.quorum.voters")
@@ -161,7 +162,9 @@ async def start_kraft_node(server: KafkaServer, cluster_id: str) -> None:
         node.controller = QuorumController(raft, node_id=node_id, cluster_id=cluster_id, static_config=cfg.values)
         node.controller.bootstrap_records = boot
         node.controller_server = ControllerNetworkServer(
-            ControllerServices(node_id, cluster_id, raft, node.controller), int(cfg["socket.request.max.bytes"])
+            ControllerServices(node_id, cluster_id, raft, node.controller),
+            int(cfg["socket.request.max.bytes"]),
+            server.listener_security,
         )
         for lst in cfg.listeners:
             if lst.name in cfg.controller_listener_names:
@@ -210,6 +213,7 @@ async def _start_broker(server: KafkaServer, node: KRaftNode, cluster_id: str) -
         cluster_id=cluster_id,
         image=lambda: loader.image,
         timeout_s=max(5.0, int(cfg["request.timeout.ms"]) / 1000),
+        security=server.controller_security,
     )
     remote = node.remote
     server.replica_manager = ReplicaManager(node_id, server.log_manager)
@@ -229,12 +233,11 @@ async def _start_broker(server: KafkaServer, node: KRaftNode, cluster_id: str) -
     from kopfka.quota.install import install as install_quotas
 
     install_quotas(services, loader)  # quotas, broker metrics, client telemetry, as in the single-node path
-    endpoints = tuple(mr.Endpoint(lst.name, lst.host, lst.port) for lst in cfg.advertised_listeners)
     server.lifecycle = BrokerLifecycleManager(
         node_id,
         cluster_id,
         remote,
-        endpoints=endpoints,
+        endpoints=server.endpoints(),
         rack=cfg["broker.rack"],
         log_dirs=_online_dir_ids(server.log_manager, cfg.log_dirs, node_id),
         metadata_offset=lambda: loader.last_applied_offset,
@@ -292,7 +295,7 @@ async def _start_broker(server: KafkaServer, node: KRaftNode, cluster_id: str) -
     server.lifecycle.set_ready_to_unfence()
     await server.lifecycle.wait_unfenced()
     server.log_manager.broker_epoch = server.lifecycle.broker_epoch
-    server.network = KafkaNetworkServer(services, int(cfg["socket.request.max.bytes"]))
+    server.network = KafkaNetworkServer(services, int(cfg["socket.request.max.bytes"]), server.listener_security)
     for lst in cfg.broker_listeners:
         await server.network.start_listener(lst.name, lst.host, lst.port)
     log.info("[KafkaServer id=%d] started (cluster id %s)", node_id, cluster_id)

@@ -2,15 +2,24 @@
 
 Each connection processes one request at a time, like Kafka's muted channels, so responses
 come back in request order while clients may pipeline. Record data in fetch responses is
-sent with sendfile. A malformed or oversized frame closes only that connection (with a log
-line); an unexpected handler failure likewise never reaches the server loop.
+sent with sendfile on plaintext connections (TLS needs the bytes in user space to encrypt
+them: there it is read and written in chunks). A malformed or oversized frame closes only that
+connection (with a log line); an unexpected handler failure likewise never reaches the server
+loop.
+
+Listener security (kopfka.security): a TLS listener's connections start after the handshake
+with the principal of the client certificate (or ANONYMOUS); a SASL listener's connections
+accept only the SASL exchange until it completes (SaslServerAuthenticator), with frames capped
+at sasl.server.max.receive.size meanwhile.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
+import os
 import time
 from collections import deque
 from collections.abc import Coroutine
@@ -18,10 +27,13 @@ from typing import Any
 
 from kio.index import load_response_schema
 
-from kopfka.protocol.api_versions import API_VERSIONS_KEY
+from kopfka.protocol.api_versions import API_VERSIONS_KEY, is_supported
 from kopfka.protocol.entity_builder import build
-from kopfka.protocol.framing import FrameError, FrameReceiver, decode_request, encode_response
+from kopfka.protocol.framing import FrameError, FrameReceiver, decode_request, encode_response, peek_header
 from kopfka.quota.throttling import admit_connection, finish_request, release_connection
+from kopfka.security.listeners import PLAINTEXT, ListenerSecurity
+from kopfka.security.principal import ANONYMOUS, KafkaPrincipal, ssl_principal
+from kopfka.security.sasl_server import SASL_AUTHENTICATE, SASL_HANDSHAKE, AuthFailure, SaslServerAuthenticator
 from kopfka.server.apis import load_all
 from kopfka.server.apis.api_versions import unsupported_version_response
 from kopfka.server.apis.produce import CloseConnection
@@ -32,6 +44,8 @@ log = logging.getLogger(__name__)
 load_all()
 
 SENDFILE_THRESHOLD = 64 * 1024
+TLS_WRITE_CHUNK = 1024 * 1024  # file bytes read per write on TLS connections (no sendfile there)
+PLAINTEXT_LISTENER = ListenerSecurity("PLAINTEXT", PLAINTEXT)
 
 
 class _SendfileSource:
@@ -58,7 +72,12 @@ class Connection(asyncio.BufferedProtocol):
     def __init__(self, server: KafkaNetworkServer, listener_name: str) -> None:
         self.server = server
         self.listener_name = listener_name
-        self.receiver = FrameReceiver(server.max_request_bytes)
+        self.security = server.security.get(listener_name, PLAINTEXT_LISTENER)
+        self.principal: KafkaPrincipal = ANONYMOUS
+        self.authenticator = SaslServerAuthenticator(self.security) if self.security.sasl else None
+        self.receiver = FrameReceiver(
+            self.security.max_receive_bytes if self.authenticator is not None else server.max_request_bytes
+        )
         self.frames: deque[bytes | bytearray] = deque()
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
@@ -71,6 +90,7 @@ class Connection(asyncio.BufferedProtocol):
         self._closed = False
         self._reading_paused = False
         self._task: asyncio.Task[None] | None = None
+        self.tls = False
         self._deferred: deque[asyncio.Task[bool]] = deque()  # in request order
 
     # --- asyncio.BufferedProtocol ---------------------------------------------------------
@@ -80,6 +100,15 @@ class Connection(asyncio.BufferedProtocol):
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.client_host = peer[0] if peer else ""
         self.client_port = int(peer[1]) if peer else 0
+        ssl_object = transport.get_extra_info("ssl_object")
+        self.tls = ssl_object is not None
+        if ssl_object is not None and self.authenticator is None:
+            try:
+                self.principal = ssl_principal(ssl_object.getpeercert(binary_form=True), self.security.mapper)
+            except (LookupError, ValueError) as exc:  # no mapping rule applies: Kafka fails the handshake
+                log.info("Failed authentication with %s on %s (%s)", self.peer, self.listener_name, exc)
+                transport.close()
+                return
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"conn-{self.peer}")
         self.server.connections.add(self)
 
@@ -166,7 +195,71 @@ class Connection(asyncio.BufferedProtocol):
 
     async def process(self, frame: bytes | bytearray) -> bool:
         """Handle one request; False means close the connection."""
-        req = decode_request(frame)
+        auth = self.authenticator
+        if auth is not None:
+            if not auth.complete:
+                return await self._sasl_step(frame)
+            api_key = peek_header(frame)[0]
+            if api_key == SASL_HANDSHAKE and auth.client_supports_reauth:
+                auth.begin_reauthentication()  # KIP-368: same mechanism, same principal
+                return await self._sasl_step(frame)
+            if auth.expired():
+                log.info("Closing connection from %s on %s: its SASL session expired", self.peer, self.listener_name)
+                return False
+        return await self.handle_frame(frame)
+
+    async def handle_frame(self, frame: bytes | bytearray) -> bool:
+        """An authenticated request: decode, handle, answer (the controller listener overrides this)."""
+        return await self._dispatch(decode_request(frame), len(frame))
+
+    async def _sasl_step(self, frame: bytes | bytearray) -> bool:
+        """One frame of the SASL exchange (the authenticator decides what is allowed)."""
+        auth = self.authenticator
+        assert auth is not None
+        if self._deferred:  # a re-authentication answers after the responses before it
+            await asyncio.wait([self._deferred[-1]])
+        if auth.raw_tokens and auth.state == "authenticate":
+            try:
+                token = auth.evaluate_raw(bytes(frame))
+            except AuthFailure as failure:
+                return await self._fail_authentication(failure, None)
+            self.write(len(token).to_bytes(4, "big") + token)
+        else:
+            api_key, version, _ = peek_header(frame)
+            if api_key == API_VERSIONS_KEY and auth.accepts_api_versions():
+                ok = await self.handle_frame(frame)
+                auth.api_versions_answered(is_supported(API_VERSIONS_KEY, version))
+                return ok
+            if api_key not in (SASL_HANDSHAKE, SASL_AUTHENTICATE):  # never parse other bodies unauthenticated
+                return await self._fail_authentication(
+                    AuthFailure(f"Unexpected Kafka request of type {api_key} during SASL {auth.text}"), None
+                )
+            req = decode_request(frame)
+            hdr = req.header
+            try:
+                response = auth.handle(hdr.api_key, hdr.api_version, req.body)
+            except AuthFailure as failure:
+                return await self._fail_authentication(failure, hdr)
+            schema = load_response_schema(hdr.api_key, hdr.api_version)
+            self.write(encode_response(hdr.api_key, hdr.api_version, hdr.correlation_id, build(schema, response)))
+        await self.drain()
+        if auth.complete:
+            self.principal = auth.principal or ANONYMOUS
+            self.receiver.max_frame_bytes = self.server.max_request_bytes
+        return True
+
+    async def _fail_authentication(self, failure: AuthFailure, hdr: Any) -> bool:
+        """Kafka's delayed close: wait connection.failed.authentication.delay.ms, answer, close."""
+        log.info("Failed authentication with %s on %s (%s)", self.peer, self.listener_name, failure.reason)
+        await asyncio.sleep(self.security.failed_auth_delay_ms / 1000)
+        if failure.response is not None and hdr is not None:
+            body = build(load_response_schema(hdr.api_key, hdr.api_version), failure.response)
+            self.write(encode_response(hdr.api_key, hdr.api_version, hdr.correlation_id, body))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.drain(), 5)
+        return False
+
+    async def _dispatch(self, req: Any, frame_size: int) -> bool:
         hdr = req.header
         if req.body is None:
             if hdr.api_key == API_VERSIONS_KEY:
@@ -183,9 +276,10 @@ class Connection(asyncio.BufferedProtocol):
             log.warning("Closing connection from %s: no handler for api key %s", self.peer, hdr.api_key)
             return False
         ctx = RequestContext(hdr.api_key, hdr.api_version, hdr.correlation_id, hdr.client_id, self.listener_name,
-                             self.client_host, self.server.services, len(frame),
+                             self.client_host, self.server.services, frame_size,
                              client_software_name=self.client_software[0],
-                             client_software_version=self.client_software[1], client_port=self.client_port)
+                             client_software_version=self.client_software[1], client_port=self.client_port,
+                             principal=self.principal, security_protocol=self.security.protocol)
         started = time.perf_counter_ns()
         try:
             result = await handler(ctx, req.body)
@@ -254,6 +348,9 @@ class Connection(asyncio.BufferedProtocol):
         if file_bytes < SENDFILE_THRESHOLD:
             self.write(b"".join(c if isinstance(c, bytes | bytearray) else c.read() for c in chunks))
             return
+        if self.tls:
+            await self._write_chunks_tls(chunks)
+            return
         loop = asyncio.get_running_loop()
         for c in chunks:
             if isinstance(c, bytes | bytearray):
@@ -266,22 +363,49 @@ class Connection(asyncio.BufferedProtocol):
                     raise ConnectionError(f"sendfile sent {sent} of {c.size} bytes (segment truncated)")
 
 
+    async def _write_chunks_tls(self, chunks: list[Any]) -> None:
+        """TLS encrypts in user space, so sendfile cannot apply: read the file ranges (pread)
+        in bounded pieces and write them, draining between pieces to bound memory."""
+        for c in chunks:
+            if isinstance(c, bytes | bytearray):
+                self.write(c)
+                continue
+            fd, pos, left = c.fileno(), c.position, c.size
+            while left > 0:
+                piece = os.pread(fd, min(left, TLS_WRITE_CHUNK), pos)
+                if not piece:
+                    raise ConnectionError(f"segment truncated under a fetch ({left} bytes missing)")
+                self.write(piece)
+                pos += len(piece)
+                left -= len(piece)
+                await self.drain()
+
+
 class KafkaNetworkServer:
-    def __init__(self, services: Any, max_request_bytes: int) -> None:
+    def __init__(
+        self, services: Any, max_request_bytes: int, security: dict[str, ListenerSecurity] | None = None
+    ) -> None:
         self.services = services
         self.max_request_bytes = max_request_bytes
+        self.security = dict(security or {})
         self.servers: list[asyncio.Server] = []
         self.connections: set[Connection] = set()
         self.bound: dict[str, tuple[str, int]] = {}
 
     async def start_listener(self, name: str, host: str, port: int) -> tuple[str, int]:
-        loop = asyncio.get_running_loop()
-        server = await loop.create_server(lambda: Connection(self, name), host or "0.0.0.0", port, reuse_address=True)
+        server = await self._create_server(lambda: Connection(self, name), name, host, port)
         self.servers.append(server)
         sock = server.sockets[0].getsockname()
         self.bound[name] = (sock[0], sock[1])
         log.info("Listening on %s://%s:%d", name, sock[0], sock[1])
         return sock[0], sock[1]
+
+    async def _create_server(self, factory: Any, name: str, host: str, port: int) -> asyncio.Server:
+        sec = self.security.get(name)
+        ctx = sec.ssl_context if sec is not None else None
+        return await asyncio.get_running_loop().create_server(
+            factory, host or "0.0.0.0", port, reuse_address=True, ssl=ctx, ssl_handshake_timeout=30 if ctx else None
+        )
 
     async def stop_accepting(self) -> None:
         for s in self.servers:

@@ -31,6 +31,7 @@ from kopfka.metadata.features import SUPPORTED_FEATURES
 from kopfka.metadata.image import MetadataImage
 from kopfka.protocol.errors import ErrorCode, KafkaError
 from kopfka.raft.kafka_raft import KafkaRaftClient, RaftPeers
+from kopfka.security.client import ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,7 @@ class RemoteController:
         image: Callable[[], MetadataImage] | None = None,
         timeout_s: float = 30.0,
         retry_backoff_s: float = 0.05,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.raft = raft
         self.node_id = node_id
@@ -66,7 +68,7 @@ class RemoteController:
         self.image = image
         self.timeout = timeout_s
         self.backoff = retry_backoff_s
-        self.peers = RaftPeers(request_timeout_s=max(2.0, timeout_s / 3))
+        self.peers = RaftPeers(request_timeout_s=max(2.0, timeout_s / 3), security=security)
 
     async def _call(
         self,

@@ -25,6 +25,8 @@ from kopfka.client.connection import KafkaConnection
 from kopfka.protocol.errors import ErrorCode, KafkaError
 from kopfka.protocol.records import LOG_OVERHEAD, iter_batches
 from kopfka.quota.stats import MetricConfig, Sensor
+from kopfka.security.client import ClientSecurity
+from kopfka.security.listeners import inter_broker_listener
 
 if TYPE_CHECKING:
     from kopfka.server.partition import Partition
@@ -112,14 +114,14 @@ def divergence_truncation_offset(ulog: Any, epoch: int, end_offset: int) -> int:
 
 
 class ReplicaFetcherManager:
-    def __init__(self, rm: ReplicaManager, config: Any) -> None:
+    def __init__(self, rm: ReplicaManager, config: Any, security: ClientSecurity | None = None) -> None:
         self.rm = rm
         self.config = config
+        self.security = security  # the inter-broker listener's client side (TLS / SASL)
         self.num_fetchers = max(1, int(config["num.replica.fetchers"]))
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self.assignment: dict[TopicPartition, tuple[int, int]] = {}
-        names = [lst.name for lst in getattr(config, "broker_listeners", [])]
-        self.listener = config["inter.broker.listener.name"] or (names[0] if names else "PLAINTEXT")
+        self.listener = inter_broker_listener(config) if hasattr(config, "broker_listeners") else "PLAINTEXT"
         self.leader_quota = ReplicationQuota(int(config["leader.replication.throttled.rate"]))
         self.follower_quota = ReplicationQuota(int(config["follower.replication.throttled.rate"]))
 
@@ -243,7 +245,7 @@ class ReplicaFetcher:
                 ep = b.endpoints[0]
             if ep is None:
                 raise KafkaError(ErrorCode.leader_not_available, f"no endpoint known for broker {self.leader_id}")
-            self.conn = await KafkaConnection.open(f"{ep.host}:{ep.port}", timeout=5)
+            self.conn = await KafkaConnection.open(f"{ep.host}:{ep.port}", timeout=5, security=self.manager.security)
         return self.conn
 
     def _ready(self) -> list[tuple[TopicPartition, Partition]]:

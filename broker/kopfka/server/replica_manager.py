@@ -352,14 +352,14 @@ class ReplicaManager:
                     p.remove_waiter(fut)
 
     # --- replication: leader side ---------------------------------------------------------------
-    def start_replication(self, config: Any, controller: Any, broker_epoch: Any) -> None:
+    def start_replication(self, config: Any, controller: Any, broker_epoch: Any, security: Any = None) -> None:
         """Wire the controller channel and start the fetchers and the ISR-shrink check."""
         from kopfka.server.replica_fetcher import ReplicaFetcherManager
 
         self.config = config
         self.controller = controller
         self.broker_epoch = broker_epoch
-        self.fetchers = ReplicaFetcherManager(self, config)
+        self.fetchers = ReplicaFetcherManager(self, config, security)
         lag_ms = int(config["replica.lag.time.max.ms"])
         self._isr_task = asyncio.get_running_loop().create_task(
             self._isr_expiry_loop(lag_ms / 1000), name="isr-expiration"

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kopfka.security.principal import ANONYMOUS, KafkaPrincipal
+
 if TYPE_CHECKING:
     from kopfka.server.broker_services import BrokerServices
 
@@ -25,6 +27,8 @@ class RequestContext:
     client_software_name: str = ""
     client_software_version: str = ""
     client_port: int = 0
+    principal: KafkaPrincipal = ANONYMOUS  # who sent it (TLS certificate, SASL identity, or ANONYMOUS)
+    security_protocol: str = "PLAINTEXT"
 
     @property
     def image(self) -> Any:
