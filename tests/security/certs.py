@@ -95,9 +95,13 @@ class CertificateAuthority:
     ) -> Issued:
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)
-        start, end = (now - datetime.timedelta(days=10), now - datetime.timedelta(days=1)) if expired else (
-            now - datetime.timedelta(hours=1),
-            now + datetime.timedelta(days=10),
+        start, end = (
+            (now - datetime.timedelta(days=10), now - datetime.timedelta(days=1))
+            if expired
+            else (
+                now - datetime.timedelta(hours=1),
+                now + datetime.timedelta(days=10),
+            )
         )
         b = (
             x509.CertificateBuilder()

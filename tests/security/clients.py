@@ -41,8 +41,9 @@ class Security:
             if self.cert:
                 out.update(ssl_certfile=self.cert, ssl_keyfile=self.key)
         if self.mechanism:
-            out.update(sasl_mechanism=self.mechanism, sasl_plain_username=self.username,
-                       sasl_plain_password=self.password)
+            out.update(
+                sasl_mechanism=self.mechanism, sasl_plain_username=self.username, sasl_plain_password=self.password
+            )
         return out
 
     def aiokafka(self) -> dict[str, object]:
@@ -52,8 +53,9 @@ class Security:
         if self.protocol.endswith("SSL"):
             out["ssl_context"] = create_ssl_context(cafile=self.ca, certfile=self.cert, keyfile=self.key)
         if self.mechanism:
-            out.update(sasl_mechanism=self.mechanism, sasl_plain_username=self.username,
-                       sasl_plain_password=self.password)
+            out.update(
+                sasl_mechanism=self.mechanism, sasl_plain_username=self.username, sasl_plain_password=self.password
+            )
         return out
 
 
@@ -76,8 +78,12 @@ def roundtrip(client: str, bootstrap: str, topic: str, sec: Security, n: int = 2
             p.flush(timeout)
         finally:
             p.close(5)
-        c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=int(timeout * 1000),
-                          **sec.kafka_python())
+        c = KafkaConsumer(
+            bootstrap_servers=bootstrap,
+            enable_auto_commit=False,
+            consumer_timeout_ms=int(timeout * 1000),
+            **sec.kafka_python(),
+        )
         try:
             c.assign([TopicPartition(topic, 0)])
             c.seek(TopicPartition(topic, 0), 0)
@@ -107,11 +113,18 @@ def roundtrip(client: str, bootstrap: str, topic: str, sec: Security, n: int = 2
             c.close()
     elif client == "kcat":
         x = [a for k, v in sec.librdkafka().items() for a in ("-X", f"{k}={v}")]
-        prod = subprocess.run(["kcat", "-b", bootstrap, "-P", "-t", topic, "-X", "message.max.bytes=2000000", *x],
-                              input=b"\n".join(sent) + b"\n", capture_output=True, timeout=timeout)
+        prod = subprocess.run(
+            ["kcat", "-b", bootstrap, "-P", "-t", topic, "-X", "message.max.bytes=2000000", *x],
+            input=b"\n".join(sent) + b"\n",
+            capture_output=True,
+            timeout=timeout,
+        )
         assert prod.returncode == 0, prod.stderr.decode()
-        cons = subprocess.run(["kcat", "-b", bootstrap, "-C", "-t", topic, "-o", "beginning", "-e", "-c", str(n),
-                               "-f", "%s\n", *x], capture_output=True, timeout=timeout)
+        cons = subprocess.run(
+            ["kcat", "-b", bootstrap, "-C", "-t", topic, "-o", "beginning", "-e", "-c", str(n), "-f", "%s\n", *x],
+            capture_output=True,
+            timeout=timeout,
+        )
         assert cons.returncode == 0, cons.stderr.decode()
         got = cons.stdout.split(b"\n")[:n]
     else:

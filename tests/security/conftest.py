@@ -12,7 +12,7 @@ from kopfka_process import KopfkaProcess, free_port
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from certs import PASSWORD, CertificateAuthority, Issued  # noqa: E402
+from certs import PASSWORD, CertificateAuthority, Issued
 
 
 @dataclass
@@ -94,9 +94,92 @@ def tls_overrides(pki: Pki, ports: Ports, extra: dict[str, str] | None = None) -
 @pytest.fixture(scope="module")
 def tls_broker(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[KopfkaProcess, Ports]]:
     ports = Ports(free_port(), free_port(), free_port())
-    proc = KopfkaProcess(tmp_path_factory.mktemp("tls") / "data", port=ports.plaintext,
-                         overrides=tls_overrides(pki, ports)).start()
+    proc = KopfkaProcess(
+        tmp_path_factory.mktemp("tls") / "data", port=ports.plaintext, overrides=tls_overrides(pki, ports)
+    ).start()
     try:
+        yield proc, ports
+    finally:
+        proc.kill()
+
+
+PLAIN_JAAS = (
+    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+    'username="admin" password="admin-pw" user_admin="admin-pw" user_alice="alice-pw";'
+)
+SCRAM_USERS = {"bob": "bob-pw", "carol": "carol-pw"}
+
+
+@dataclass
+class SaslPorts:
+    plaintext: int
+    sasl: int  # SASL_PLAINTEXT: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512
+    sasl_ssl: int  # SASL_SSL: PLAIN, SCRAM-SHA-512
+    reauth: int  # SASL_PLAINTEXT with connections.max.reauth.ms
+
+
+REAUTH_MS = 1500
+
+
+def sasl_overrides(pki: Pki, ports: SaslPorts, extra: dict[str, str] | None = None) -> dict[str, str]:
+    listeners = (
+        f"PLAINTEXT://127.0.0.1:{ports.plaintext},SASL_PLAINTEXT://127.0.0.1:{ports.sasl},"
+        f"SASL_SSL://127.0.0.1:{ports.sasl_ssl},REAUTH://127.0.0.1:{ports.reauth},CONTROLLER://127.0.0.1:9093"
+    )
+    return {
+        "listeners": listeners,
+        "advertised.listeners": listeners.rsplit(",", 1)[0],
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL,"
+        "REAUTH:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        "listener.name.sasl_ssl.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+        "listener.name.reauth.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "listener.name.reauth.connections.max.reauth.ms": str(REAUTH_MS),
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": PLAIN_JAAS,
+        "ssl.keystore.type": "PKCS12",
+        "ssl.keystore.location": str(pki.server_p12),
+        "ssl.keystore.password": PASSWORD,
+        **(extra or {}),
+    }
+
+
+def add_scram_users(bootstrap: str, users: dict[str, str]) -> None:
+    """Through `kopfka configs` as kafka-configs would, both mechanisms per user."""
+    import subprocess
+
+    for user, password in users.items():
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "kopfka.cli.main",
+                "configs",
+                "--bootstrap-server",
+                bootstrap,
+                "--entity-type",
+                "users",
+                "--entity-name",
+                user,
+                "--alter",
+                "--add-config",
+                f"SCRAM-SHA-512=[iterations=8192,password={password}],SCRAM-SHA-256=[password={password}]",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode == 0, out.stderr
+
+
+@pytest.fixture(scope="module")
+def sasl_broker(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[KopfkaProcess, SaslPorts]]:
+    ports = SaslPorts(free_port(), free_port(), free_port(), free_port())
+    proc = KopfkaProcess(
+        tmp_path_factory.mktemp("sasl") / "data", port=ports.plaintext, overrides=sasl_overrides(pki, ports)
+    ).start()
+    try:
+        add_scram_users(proc.bootstrap, SCRAM_USERS)
         yield proc, ports
     finally:
         proc.kill()

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 from certs import PASSWORD
 from conftest import Pki
-
 from kopfka.config.definitions import ConfigError
 from kopfka.config.server_config import KafkaConfig
 from kopfka.security import jaas, plain, scram
@@ -57,7 +56,9 @@ def test_scram_unknown_user_salt_is_stable_per_server() -> None:
     """The made-up salt must not change between attempts, or probing would reveal unknown users."""
     server_secret = b"s" * 32
     salts = {
-        scram.ScramServer("SCRAM-SHA-512", lambda u: None, secret=server_secret).evaluate(b"n,,n=ghost,r=abc").split(b",")[1]
+        scram.ScramServer("SCRAM-SHA-512", lambda u: None, secret=server_secret)
+        .evaluate(b"n,,n=ghost,r=abc")
+        .split(b",")[1]
         for _ in range(3)
     }
     assert len(salts) == 1
@@ -108,7 +109,7 @@ def test_principal_mapping_rules_as_kafka() -> None:
     with pytest.raises(LookupError):
         SslPrincipalMapper("RULE:^CN=(.*)$/$1/").name("O=only")
     for bad in ("RULE:^CN=(.*)$/$1/X", "NOTARULE"):
-        with pytest.raises(ConfigError, match="ssl.principal.mapping.rules"):
+        with pytest.raises(ConfigError, match=r"ssl\.principal\.mapping\.rules"):
             SslPrincipalMapper(bad)
 
 
@@ -126,7 +127,14 @@ def test_jaas_parsing() -> None:
     )
     assert e.options["password"] == 'p"w;d' and e.plain_users() == {"admin": "a", "bob": "b"}
     assert jaas.parse(jaas.client_jaas("SCRAM-SHA-512", "u", 'x"y')).options == {"username": "u", "password": 'x"y'}
-    for bad in ("", "Module", "Module badflag;", 'Module required a="b"', 'M required a="b"; N required;', "M required a=;"):
+    for bad in (
+        "",
+        "Module",
+        "Module badflag;",
+        'Module required a="b"',
+        'M required a="b"; N required;',
+        "M required a=;",
+    ):
         with pytest.raises(ConfigError) as info:
             jaas.parse(bad)
         assert 'a="b"' not in str(info.value)
@@ -149,19 +157,40 @@ def _cfg(**extra: str) -> KafkaConfig:
     [
         ({}, "ssl.keystore.location", "needs a keystore"),
         ({"ssl.keystore.location": "/x.jks", "ssl.keystore.password": "p"}, "ssl.keystore.type", "keytool"),
-        ({"ssl.keystore.type": "PKCS12", "ssl.keystore.location": "{p12}", "ssl.keystore.password": "bad"},
-         "ssl.keystore.location", "password is wrong"),
-        ({"ssl.keystore.type": "PKCS12", "ssl.keystore.location": "{p12}"}, "ssl.keystore.password", "needs its password"),
+        (
+            {"ssl.keystore.type": "PKCS12", "ssl.keystore.location": "{p12}", "ssl.keystore.password": "bad"},
+            "ssl.keystore.location",
+            "password is wrong",
+        ),
+        (
+            {"ssl.keystore.type": "PKCS12", "ssl.keystore.location": "{p12}"},
+            "ssl.keystore.password",
+            "needs its password",
+        ),
         ({"ssl.keystore.type": "PEM", "ssl.keystore.location": "{pem}"}, "ssl.keystore.location", "ssl.key.password"),
-        ({"ssl.keystore.type": "PEM", "ssl.keystore.location": "{pem}", "ssl.key.password": "nope"},
-         "ssl.keystore.location", "wrong ssl.key.password"),
-        ({"ssl.keystore.type": "PEM", "ssl.keystore.location": "{pem}", "ssl.keystore.password": "x"},
-         "ssl.keystore.password", "PEM"),
-        ({"ssl.keystore.type": "PEM", "ssl.keystore.location": "/nonexistent.pem"}, "ssl.keystore.location", "cannot read"),
+        (
+            {"ssl.keystore.type": "PEM", "ssl.keystore.location": "{pem}", "ssl.key.password": "nope"},
+            "ssl.keystore.location",
+            "wrong ssl.key.password",
+        ),
+        (
+            {"ssl.keystore.type": "PEM", "ssl.keystore.location": "{pem}", "ssl.keystore.password": "x"},
+            "ssl.keystore.password",
+            "PEM",
+        ),
+        (
+            {"ssl.keystore.type": "PEM", "ssl.keystore.location": "/nonexistent.pem"},
+            "ssl.keystore.location",
+            "cannot read",
+        ),
         ({"ssl.keystore.type": "PEM", "ssl.keystore.location": "{ca}"}, "ssl.keystore.location", "no PEM private key"),
         ({"listener.name.s.ssl.client.auth": "sometimes"}, "listener.name.s.ssl.client.auth", "required"),
-        ({"listener.security.protocol.map": "CONTROLLER:PLAINTEXT"}, "listener.security.protocol.map", "listener S"),
-        ({"listener.security.protocol.map": "S:TLS,CONTROLLER:PLAINTEXT"}, "listener.security.protocol.map", "PROTOCOL"),
+        ({"listener.security.protocol.map": "CONTROLLER:PLAINTEXT"}, "listeners", "listener S"),
+        (
+            {"listener.security.protocol.map": "S:TLS,CONTROLLER:PLAINTEXT"},
+            "listener.security.protocol.map",
+            "invalid security protocol 'TLS'",
+        ),
     ],
 )
 def test_listener_config_errors_name_the_key(pki: Pki, settings: dict[str, str], key: str, text: str) -> None:
@@ -188,24 +217,42 @@ def test_sasl_listener_config_errors(settings: dict[str, str], text: str) -> Non
 
 
 def test_listener_overrides_are_known_keys(pki: Pki) -> None:
-    cfg = _cfg(**{
-        "listener.name.s.ssl.keystore.type": "PEM",
-        "listener.name.s.ssl.keystore.location": str(pki.server_pem),
-        "listener.name.s.ssl.key.password": "keypass",
-        "listener.name.s.scram-sha-512.sasl.jaas.config": "x required;",
-        "listener.name.s.not.a.key": "1",
-    })
+    cfg = _cfg(
+        **{
+            "listener.name.s.ssl.keystore.type": "PEM",
+            "listener.name.s.ssl.keystore.location": str(pki.server_pem),
+            "listener.name.s.ssl.key.password": "keypass",
+            "listener.name.s.scram-sha-512.sasl.jaas.config": "x required;",
+            "listener.name.s.not.a.key": "1",
+        }
+    )
     assert cfg.unknown_keys == ["listener.name.s.not.a.key"]
     assert listener_security(cfg, "S").ssl_context is not None
 
 
 def test_serve_refuses_a_bad_keystore_and_says_why(tmp_path: Path) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "kopfka.cli.main", "serve", "--data-dir", str(tmp_path / "d"), "--listen", "127.0.0.1:0",
-         "--override", "listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,CONTROLLER://127.0.0.1:9093",
-         "--override", "ssl.keystore.type=PKCS12", "--override", f"ssl.keystore.location={tmp_path / 'missing.p12'}",
-         "--override", "ssl.keystore.password=secret-value"],
-        capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "kopfka.cli.main",
+            "serve",
+            "--data-dir",
+            str(tmp_path / "d"),
+            "--listen",
+            "127.0.0.1:0",
+            "--override",
+            "listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,CONTROLLER://127.0.0.1:9093",
+            "--override",
+            "ssl.keystore.type=PKCS12",
+            "--override",
+            f"ssl.keystore.location={tmp_path / 'missing.p12'}",
+            "--override",
+            "ssl.keystore.password=secret-value",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert out.returncode == 1
     assert "ssl.keystore.location" in out.stderr and "missing.p12" in out.stderr

@@ -27,20 +27,23 @@ def _client(client: str) -> None:
 def test_ssl_roundtrip(client: str, tls_broker: tuple[KopfkaProcess, Ports], pki: Pki) -> None:
     """Server-authenticated TLS with hostname verification; ≥ 64 KiB fetches take the TLS write path."""
     _client(client)
-    proc, ports = tls_broker
+    _proc, ports = tls_broker
     roundtrip(client, f"127.0.0.1:{ports.ssl}", f"ssl-{client}", Security("SSL", ca=str(pki.ca_pem)))
 
 
 @pytest.mark.parametrize("client", CLIENTS)
 def test_mtls_roundtrip(client: str, tls_broker: tuple[KopfkaProcess, Ports], pki: Pki) -> None:
     _client(client)
-    proc, ports = tls_broker
+    _proc, ports = tls_broker
     sec = Security("SSL", ca=str(pki.ca_pem), cert=str(pki.alice_cert), key=str(pki.alice_key))
     roundtrip(client, f"127.0.0.1:{ports.mtls}", f"mtls-{client}", sec)
 
 
 def _handshake(port: int, ctx: ssl.SSLContext) -> None:
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
+        ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s,
+    ):
         # TLS 1.3: the server checks the client certificate after the client's handshake ends;
         # a refusal shows as an alert on the first read
         s.sendall(_api_versions_request())
@@ -79,7 +82,7 @@ def test_mtls_refuses_bad_client_certificates(case: str, tls_broker: tuple[Kopfk
 
 def test_client_refuses_unknown_broker_certificate(tls_broker: tuple[KopfkaProcess, Ports], tmp_path) -> None:
     """A client trusting another CA does not talk to the broker (server authentication works)."""
-    proc, ports = tls_broker
+    _proc, ports = tls_broker
     other = CertificateAuthority("other").write_pem(tmp_path / "other.pem")
     with pytest.raises(ssl.SSLCertVerificationError):
         _handshake(ports.ssl, ssl.create_default_context(cafile=str(other)))
@@ -113,7 +116,7 @@ def test_tls_and_plaintext_fetch_same_bytes(tls_broker: tuple[KopfkaProcess, Por
     (sendfile), in fetches far larger than the 1 MiB TLS write piece."""
     from confluent_kafka import Consumer, Producer, TopicPartition
 
-    proc, ports = tls_broker
+    _proc, ports = tls_broker
     topic = "tls-vs-plain"
     sent = values(60, big_every=2)  # ~3 MB
     p = Producer({"bootstrap.servers": f"127.0.0.1:{ports.plaintext}", "message.max.bytes": 2_000_000})
@@ -121,8 +124,15 @@ def test_tls_and_plaintext_fetch_same_bytes(tls_broker: tuple[KopfkaProcess, Por
         p.produce(topic, v)
     assert p.flush(30) == 0
     for port, sec in ((ports.plaintext, Security()), (ports.ssl, Security("SSL", ca=str(pki.ca_pem)))):
-        c = Consumer({"bootstrap.servers": f"127.0.0.1:{port}", "group.id": "x", "fetch.max.bytes": 50_000_000,
-                      "max.partition.fetch.bytes": 50_000_000, **sec.librdkafka()})
+        c = Consumer(
+            {
+                "bootstrap.servers": f"127.0.0.1:{port}",
+                "group.id": "x",
+                "fetch.max.bytes": 50_000_000,
+                "max.partition.fetch.bytes": 50_000_000,
+                **sec.librdkafka(),
+            }
+        )
         try:
             c.assign([TopicPartition(topic, 0, 0)])
             got = []

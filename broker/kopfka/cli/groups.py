@@ -13,6 +13,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from kopfka.cli.common import add_bootstrap, client_security
 from kopfka.client.admin import Admin, AdminError
 from kopfka.client.cluster import GROUP, ClusterClient
 from kopfka.coordinator.group.consumer_protocol import parse_assignment
@@ -20,7 +21,7 @@ from kopfka.protocol.errors import ErrorCode
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    add_bootstrap(p)
     ops = p.add_mutually_exclusive_group(required=True)
     for op in ("list", "describe", "delete"):
         ops.add_argument(f"--{op}", action="store_true")
@@ -207,7 +208,7 @@ async def describe_text(client: GroupsClient, group: str, view: str) -> str:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    client = GroupsClient(args.bootstrap_server)
+    client = GroupsClient(args.bootstrap_server, client_security(args))
     try:
         if args.list:
             for gid, _state, _kind, _ptype in await client.list_groups():
@@ -247,4 +248,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     except (OSError, TimeoutError) as exc:
         print(f"kopfka groups: cannot reach {args.bootstrap_server}: {exc}", file=sys.stderr)
+        return 1
+    except ValueError as exc:  # a bad --command-config
+        print(f"kopfka groups: {exc}", file=sys.stderr)
         return 1

@@ -16,6 +16,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "topics": ("kopfka.cli.topics", "create, list, describe, alter and delete topics (kafka-topics)"),
     "configs": ("kopfka.cli.configs", "describe and alter configs (kafka-configs)"),
     "quotas": ("kopfka.cli.quotas", "describe and alter client quotas (kafka-configs for users/clients/ips)"),
+    "acls": ("kopfka.cli.acls", "add, remove and list ACLs (kafka-acls)"),
     "reassign": ("kopfka.cli.reassign", "start, cancel and show partition reassignments (kafka-reassign-partitions)"),
     "metadata-quorum": ("kopfka.cli.metadata_quorum", "show and resize the controller quorum (kafka-metadata-quorum)"),
     "groups": ("kopfka.cli.groups", "list, describe and delete consumer groups, with lag (kafka-consumer-groups)"),

@@ -18,12 +18,15 @@ import asyncio
 import json
 import sys
 import time
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
 from kopfka import uuids
+from kopfka.cli.common import add_bootstrap, client_security
 from kopfka.client.connection import KafkaConnection
 from kopfka.protocol.errors import ErrorCode
+from kopfka.security.client import ClientSecurity
 
 METADATA_TOPIC = "__cluster_metadata"
 DESCRIBE_QUORUM, ADD_RAFT_VOTER, REMOVE_RAFT_VOTER = 55, 80, 81
@@ -34,7 +37,7 @@ class QuorumToolError(Exception):
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--bootstrap-controller", required=True, metavar="HOST:PORT[,HOST:PORT]")
+    add_bootstrap(p, "--bootstrap-controller", "HOST:PORT[,HOST:PORT]")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for each request")
     sub = p.add_subparsers(dest="quorum_command", metavar="SUBCOMMAND", required=True)
     d = sub.add_parser("describe", help="describe the quorum: --status or --replication")
@@ -49,8 +52,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     r.add_argument("--controller-directory-id", required=True)
 
 
+# --command-config of this invocation (a context variable: the helpers are shared with the operator)
+SECURITY: ContextVar[ClientSecurity | None] = ContextVar("metadata_quorum_security", default=None)
+
+
 async def _request(addr: str, api_key: int, version: int, body: dict[str, Any], timeout: float) -> Any:
-    conn = await KafkaConnection.open(addr, timeout=timeout)
+    conn = await KafkaConnection.open(addr, timeout=timeout, security=SECURITY.get())
     try:
         return await conn.request(api_key, version, body, timeout=timeout)
     finally:
@@ -195,6 +202,7 @@ async def _voter_change(bootstrap: list[str], api_key: int, body: dict[str, Any]
 
 
 async def _run(args: argparse.Namespace) -> int:
+    SECURITY.set(client_security(args))
     bootstrap = [b.strip() for b in args.bootstrap_controller.split(",") if b.strip()]
     if args.quorum_command == "describe":
         _, p, resp = await describe_leader(bootstrap, args.timeout)
@@ -225,6 +233,6 @@ async def _run(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(_run(args))
-    except (QuorumToolError, OSError, ConnectionError, TimeoutError) as exc:
+    except (QuorumToolError, OSError, ConnectionError, TimeoutError, ValueError) as exc:
         print(f"kopfka metadata-quorum: {exc}", file=sys.stderr)
         return 1

@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import argparse
 
-from kopfka.cli.common import parse_key_values, run_admin
-from kopfka.client.admin import Admin
+from kopfka.cli.common import add_bootstrap, connect_admin, parse_key_values, run_admin
 from kopfka.client.quotas import MATCH_DEFAULT, MATCH_EXACT, alter_client_quotas, describe_client_quotas
 
 TYPES = (("user", "user"), ("client_id", "client-id"), ("ip", "ip"))
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    add_bootstrap(p)
     ops = p.add_mutually_exclusive_group(required=True)
     ops.add_argument("--describe", action="store_true")
     ops.add_argument("--alter", action="store_true")
@@ -46,7 +45,7 @@ def _fmt(entity: list[tuple[str, str | None]]) -> str:
 
 async def _run(args: argparse.Namespace) -> int:
     entity = _entity(args)
-    admin = await Admin.connect(args.bootstrap_server)
+    admin = await connect_admin(args)
     try:
         if args.describe:
             filters = [(t, MATCH_DEFAULT if n is None else MATCH_EXACT, n) for t, n in entity]

@@ -23,13 +23,13 @@ import sys
 import time
 from typing import Any
 
-from kopfka.cli.common import run_admin
+from kopfka.cli.common import add_bootstrap, connect_admin, run_admin
 from kopfka.client.admin import Admin, AdminError
 from kopfka.protocol.errors import ErrorCode
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    add_bootstrap(p)
     ops = p.add_mutually_exclusive_group(required=True)
     ops.add_argument("--execute", action="store_true", help="start the given moves")
     ops.add_argument("--cancel", action="store_true", help="cancel the given (or every ongoing) move")
@@ -170,7 +170,7 @@ async def _verify(admin: Admin, moves: list[tuple[str, int, list[int]]], preserv
 
 
 async def _run(args: argparse.Namespace) -> int:
-    admin = await Admin.connect(args.bootstrap_server)
+    admin = await connect_admin(args)
     try:
         if args.list:
             return await _show(admin)

@@ -18,6 +18,7 @@ from kopfka.config.server_config import KafkaConfig, read_properties
 from kopfka.log import meta_properties
 from kopfka.metadata import bootstrap
 from kopfka.metadata import records as mr
+from kopfka.security import scram
 
 
 class FormatError(Exception):
@@ -45,6 +46,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     q.add_argument("--standalone", "-s", action="store_true", help="this controller is the whole initial quorum")
     q.add_argument("--initial-controllers", "-I", help="ID@HOST:PORT:DIRECTORY_ID,...")
     q.add_argument("--no-initial-controllers", "-N", action="store_true")
+    f.add_argument(
+        "--add-scram",
+        "-S",
+        action="append",
+        default=[],
+        metavar="MECHANISM=[name=U,password=P[,iterations=N]]",
+        help="a SCRAM credential in the bootstrap metadata (e.g. the inter-broker user)",
+    )
     i = sub.add_parser("info", help="show how the log dirs are formatted")
     i.add_argument("--config", "-c", type=Path, required=True)
     i.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
@@ -97,6 +106,29 @@ def parse_initial_controllers(text: str) -> tuple[tuple[int, str, str, int], ...
                 f"Invalid --initial-controllers entry {entry!r}: expected ID@HOST:PORT:DIRECTORY_ID"
             ) from exc
     return tuple(out)
+
+
+def parse_add_scram(text: str) -> mr.UserScramCredentialRecord:
+    """kafka-storage's --add-scram 'SCRAM-SHA-512=[name=alice,password=secret,iterations=8192]'."""
+    mech, sep, rest = text.partition("=")
+    mech = mech.strip().upper()
+    if not sep or mech not in scram.MECHANISMS or not (rest.startswith("[") and rest.endswith("]")):
+        raise FormatError(f"--add-scram {mech}: expected SCRAM-SHA-256=[name=...,password=...] or SCRAM-SHA-512=[...]")
+    opts = {}
+    for part in rest[1:-1].split(","):
+        k, eq, v = part.partition("=")
+        if not eq:
+            raise FormatError(f"--add-scram {mech}: expected key=value inside the brackets")
+        opts[k.strip()] = v
+    if not opts.get("name") or "password" not in opts or set(opts) - {"name", "password", "iterations"}:
+        raise FormatError(f"--add-scram {mech}: needs name= and password= (and optionally iterations=)")
+    iterations = int(opts.get("iterations", scram.DEFAULT_ITERATIONS))
+    if not scram.MIN_ITERATIONS <= iterations <= scram.MAX_ITERATIONS:
+        raise FormatError(f"--add-scram {mech}: iterations must be in [{scram.MIN_ITERATIONS}, {scram.MAX_ITERATIONS}]")
+    cred = scram.new_credential(mech, opts["password"], iterations)
+    return mr.UserScramCredentialRecord(
+        opts["name"], scram.MECHANISMS[mech][0], cred.salt, cred.stored_key, cred.server_key, iterations
+    )
 
 
 def format_dirs(
@@ -185,6 +217,7 @@ def run(args: argparse.Namespace) -> int:
         records = bootstrap.bootstrap_records(
             args.release_version, kraft_version=1 if voters else 0, voters=voters, features=parse_features(args.feature)
         )
+        records.extend(parse_add_scram(s) for s in args.add_scram)
         formatted = format_dirs(
             config,
             args.cluster_id,

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from kopfka.cli.common import run_admin
+from kopfka.cli.common import add_bootstrap, connect_admin, run_admin
 from kopfka.client.admin import Admin, AdminError
 
 UNDER_REPLICATED = "under-replicated"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    add_bootstrap(p)
     ops = p.add_mutually_exclusive_group(required=True)
     for op in ("create", "list", "describe", "alter", "delete"):
         ops.add_argument(f"--{op}", action="store_true")
@@ -46,7 +46,7 @@ async def _reassignments(admin: Admin) -> dict[tuple[str, int], tuple[list[int],
 
 
 async def _run(args: argparse.Namespace) -> int:
-    admin = await Admin.connect(args.bootstrap_server)
+    admin = await connect_admin(args)
     try:
         if args.create:
             if not args.topic:

@@ -6,12 +6,12 @@ from __future__ import annotations
 import argparse
 import time
 
-from kopfka.cli.common import run_admin
+from kopfka.cli.common import add_bootstrap, client_security, run_admin
 from kopfka.client.transactions import TransactionsClient
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    add_bootstrap(p)
     sub = p.add_subparsers(dest="txn_command", metavar="COMMAND", required=True)
     ls = sub.add_parser("list", help="list transactions")
     ls.add_argument(
@@ -45,7 +45,7 @@ def table(headers: list[str], rows: list[list[str]]) -> str:
 
 
 async def _main(args: argparse.Namespace) -> int:
-    client = TransactionsClient(args.bootstrap_server)
+    client = TransactionsClient(args.bootstrap_server, client_security(args))
     try:
         cmd = args.txn_command
         if cmd == "list":

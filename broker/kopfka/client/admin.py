@@ -8,6 +8,7 @@ from typing import Any
 
 from kopfka.client.connection import KafkaConnection
 from kopfka.protocol.errors import ErrorCode
+from kopfka.security.client import ClientSecurity
 
 
 class AdminError(Exception):
@@ -46,8 +47,8 @@ class Admin:
         self.conn = conn
 
     @classmethod
-    async def connect(cls, bootstrap: str) -> Admin:
-        return cls(await KafkaConnection.open(bootstrap))
+    async def connect(cls, bootstrap: str, security: ClientSecurity | None = None) -> Admin:
+        return cls(await KafkaConnection.open(bootstrap, security=security))
 
     async def close(self) -> None:
         await self.conn.close()

@@ -8,18 +8,20 @@ import asyncio
 from kopfka.client.admin import Admin, AdminError
 from kopfka.client.connection import KafkaConnection
 from kopfka.protocol.errors import ErrorCode
+from kopfka.security.client import ClientSecurity
 
 GROUP, TRANSACTION = 0, 1  # FindCoordinator key types
 
 
 class ClusterClient:
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, security: ClientSecurity | None = None) -> None:
         self.bootstrap = bootstrap
+        self.security = security  # --command-config: every broker connection is secured alike
         self.conns: dict[str, KafkaConnection] = {}
 
     async def conn(self, address: str) -> KafkaConnection:
         if address not in self.conns:
-            self.conns[address] = await KafkaConnection.open(address)
+            self.conns[address] = await KafkaConnection.open(address, security=self.security)
         return self.conns[address]
 
     async def close(self) -> None:

@@ -322,24 +322,16 @@ def listener_security_protocols(config: KafkaConfig) -> dict[str, str]:
 
 
 def check_listener_security(config: KafkaConfig) -> None:
-    """Refuse to start rather than serve plaintext on a listener the user mapped to SSL or SASL:
-    kopfka serves PLAINTEXT only, until TLS/SASL exist (issue 17 replaces this check)."""
+    """Every listener (bound or advertised) must have a security protocol in the map; what each
+    protocol needs (keystores, SASL mechanisms) is checked by kopfka.security at startup."""
     protocols = listener_security_protocols(config)
     for key in ("listeners", "advertised.listeners"):
         for lst in parse_listeners(key, config.values[key]):
-            proto = protocols.get(lst.name)
-            if proto is None:
+            if lst.name not in protocols:
                 raise ConfigError(
                     key,
                     lst.name,
                     f"no security protocol defined for listener {lst.name} in listener.security.protocol.map",
-                )
-            if proto != "PLAINTEXT":
-                raise ConfigError(
-                    "listener.security.protocol.map",
-                    f"{lst.name}:{proto}",
-                    f"listener {lst.name} is mapped to {proto}, which kopfka does not support yet: it would serve "
-                    "PLAINTEXT on a port clients expect to be secured. Map the listener to PLAINTEXT or remove it",
                 )
 
 

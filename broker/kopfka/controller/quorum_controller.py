@@ -19,6 +19,8 @@ from kopfka import uuids
 from kopfka.config.definitions import ConfigError, format_value
 from kopfka.config.log_config import TOPIC_CONFIG
 from kopfka.config.server_config import SERVER_CONFIG
+from kopfka.controller import acl_control, scram_control
+from kopfka.controller.acl_control import AclResult
 from kopfka.controller.client_quota_control import QuotaAlteration, QuotaResult, plan_alterations
 from kopfka.controller.replica_placement import place
 from kopfka.controller.topic_validation import (
@@ -50,6 +52,7 @@ from kopfka.metadata.image import (
 )
 from kopfka.protocol.errors import ErrorCode, KafkaError
 from kopfka.raft.raft_client import CommittedBatch, LeaderAndEpoch, RaftClient
+from kopfka.security.acls import AclBindingFilter, StandardAcl
 from kopfka.telemetry.subscriptions import CLIENT_METRICS_RESOURCE
 from kopfka.telemetry.subscriptions import validate_config as validate_client_metrics_config
 
@@ -1107,6 +1110,35 @@ class QuorumController:
             self._check_active()
             results, records = plan_alterations(entries)
             if records and not validate_only:
+                await self._write(records)
+            return results
+
+    # --- security: ACLs and SCRAM credentials ------------------------------------------------
+    async def create_acls(self, acls: list[StandardAcl]) -> list[AclResult]:
+        """CreateAcls: validation and records in controller/acl_control.py."""
+        async with self._lock:
+            self._check_active()
+            results, records = acl_control.plan_create(self.image.acls, acls)
+            if records:
+                await self._write(records)
+            return results
+
+    async def delete_acls(self, filters: list[AclBindingFilter]) -> list[AclResult]:
+        async with self._lock:
+            self._check_active()
+            results, records = acl_control.plan_delete(self.image.acls, filters)
+            if records:
+                await self._write(records)
+            return results
+
+    async def alter_user_scram_credentials(
+        self, deletions: list[scram_control.Deletion], upsertions: list[scram_control.Upsertion]
+    ) -> list[scram_control.UserResult]:
+        """AlterUserScramCredentials: validation and records in controller/scram_control.py."""
+        async with self._lock:
+            self._check_active()
+            results, records = scram_control.plan_alterations(self.image.scram, deletions, upsertions)
+            if records:
                 await self._write(records)
             return results
 

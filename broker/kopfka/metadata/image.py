@@ -16,6 +16,8 @@ from typing import Any
 
 from kopfka import uuids
 from kopfka.metadata import records as r
+from kopfka.security import acls as a
+from kopfka.security.scram import ScramCredential
 
 EMPTY_MAP: Mapping[Any, Any] = MappingProxyType({})
 
@@ -152,6 +154,8 @@ class MetadataImage:
     )
     next_producer_id: int = 0
     voters: tuple[tuple[int, str, str, int], ...] = ()
+    acls: a.AclsImage = a.EMPTY_ACLS
+    scram: Mapping[tuple[str, int], ScramCredential] = field(default_factory=lambda: EMPTY_MAP)  # (user, mechanism)
 
     @property
     def metadata_version(self) -> int:
@@ -208,6 +212,10 @@ class MetadataImage:
                 yield r.ClientQuotaRecord(entity, k, qv)
         if self.next_producer_id:
             yield r.ProducerIdsRecord(-1, -1, self.next_producer_id)
+        for (user, mech), cred in sorted(self.scram.items()):
+            yield r.UserScramCredentialRecord(user, mech, cred.salt, cred.stored_key, cred.server_key, cred.iterations)
+        for acl_id, acl in sorted(self.acls.by_id.items()):
+            yield acl_record(acl_id, acl)
 
 
 @dataclass
@@ -231,10 +239,14 @@ class MetadataDelta:
         self._quotas: dict[tuple[tuple[str, str | None], ...], Mapping[str, float]] | None = None
         self._next_producer_id = image.next_producer_id
         self._voters = image.voters
+        self._acls: dict[str, a.StandardAcl] | None = None
+        self._scram: dict[tuple[str, int], ScramCredential] | None = None
         self.topic_changes = TopicChanges()
         self.changed_configs: set[tuple[int, str]] = set()
         self.changed_brokers: set[int] = set()
         self.changed_quotas = False
+        self.changed_acls = False
+        self.changed_scram: set[str] = set()  # users whose credentials changed
         self.finished_snapshot = False
 
     # copy-on-first-write accessors ----------------------------------------------------
@@ -356,6 +368,30 @@ class MetadataDelta:
             self._next_producer_id = max(self._next_producer_id, rec.next_producer_id)
         elif isinstance(rec, r.VotersRecord):
             self._voters = rec.voters
+        elif isinstance(rec, r.AccessControlEntryRecord):
+            if self._acls is None:
+                self._acls = dict(self.image.acls.by_id)
+            self._acls[rec.id] = acl_from_record(rec)
+            self.changed_acls = True
+        elif isinstance(rec, r.RemoveAccessControlEntryRecord):
+            if self._acls is None:
+                self._acls = dict(self.image.acls.by_id)
+            if self._acls.pop(rec.id, None) is None:
+                raise r.MetadataRecordError(f"RemoveAccessControlEntryRecord for unknown ACL id {rec.id}")
+            self.changed_acls = True
+        elif isinstance(rec, r.UserScramCredentialRecord):
+            if self._scram is None:
+                self._scram = dict(self.image.scram)
+            self._scram[(rec.name, rec.mechanism)] = ScramCredential(
+                rec.salt, rec.stored_key, rec.server_key, rec.iterations
+            )
+            self.changed_scram.add(rec.name)
+        elif isinstance(rec, r.RemoveUserScramCredentialRecord):
+            if self._scram is None:
+                self._scram = dict(self.image.scram)
+            if self._scram.pop((rec.name, rec.mechanism), None) is None:
+                raise r.MetadataRecordError(f"RemoveUserScramCredentialRecord for unknown {rec.name}/{rec.mechanism}")
+            self.changed_scram.add(rec.name)
         elif isinstance(
             rec, r.BeginTransactionRecord | r.EndTransactionRecord | r.AbortTransactionRecord | r.NoOpRecord
         ):
@@ -394,7 +430,34 @@ class MetadataDelta:
             client_quotas=img.client_quotas if self._quotas is None else MappingProxyType(self._quotas),
             next_producer_id=self._next_producer_id,
             voters=self._voters,
+            acls=img.acls if self._acls is None else a.AclsImage(self._acls),
+            scram=img.scram if self._scram is None else MappingProxyType(self._scram),
         )
+
+
+def acl_from_record(rec: r.AccessControlEntryRecord) -> a.StandardAcl:
+    return a.StandardAcl(
+        a.resource_type(rec.resource_type),
+        rec.resource_name,
+        a.pattern_type(rec.pattern_type),
+        rec.principal,
+        rec.host,
+        a.operation(rec.operation),
+        a.permission(rec.permission_type),
+    )
+
+
+def acl_record(acl_id: str, acl: a.StandardAcl) -> r.AccessControlEntryRecord:
+    return r.AccessControlEntryRecord(
+        acl_id,
+        int(acl.resource_type),
+        acl.resource_name,
+        int(acl.pattern_type),
+        acl.principal,
+        acl.host,
+        int(acl.operation),
+        int(acl.permission_type),
+    )
 
 
 def replay(

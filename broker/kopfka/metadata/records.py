@@ -2,11 +2,12 @@
 
 Kafka's metadata record schemas are not in kio, so kopfka defines its own: each record is
 one Kafka record whose value is `type:u8 version:u8` followed by a compact JSON body (sorted
-keys, no spaces). The controller writes them; every node replays them in offset order.
+keys, no spaces; bytes fields as base64). The controller writes them; every node replays them in offset order.
 """
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 from dataclasses import dataclass, field
@@ -141,6 +142,47 @@ class ClientQuotaRecord(MetadataRecord):
 
 
 @dataclass(frozen=True)
+class UserScramCredentialRecord(MetadataRecord):
+    """A user's SCRAM credential for one mechanism (1 = SCRAM-SHA-256, 2 = SCRAM-SHA-512); never the password."""
+
+    TYPE: ClassVar[int] = 11
+    name: str
+    mechanism: int
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+
+@dataclass(frozen=True)
+class RemoveUserScramCredentialRecord(MetadataRecord):
+    TYPE: ClassVar[int] = 22
+    name: str
+    mechanism: int
+
+
+@dataclass(frozen=True)
+class AccessControlEntryRecord(MetadataRecord):
+    """One ACL (Kafka's AclBinding with a uuid): the enums are Kafka's byte codes."""
+
+    TYPE: ClassVar[int] = 18
+    id: str
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+@dataclass(frozen=True)
+class RemoveAccessControlEntryRecord(MetadataRecord):
+    TYPE: ClassVar[int] = 19
+    id: str
+
+
+@dataclass(frozen=True)
 class ProducerIdsRecord(MetadataRecord):
     TYPE: ClassVar[int] = 15
     broker_id: int
@@ -183,6 +225,8 @@ class MetadataRecordError(ValueError):
 
 
 def _plain(value: Any) -> Any:
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(value).decode()
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return [_plain(getattr(value, f.name)) for f in dataclasses.fields(value)]
     if isinstance(value, tuple | list):
@@ -199,6 +243,8 @@ def _revive(tp: Any, value: Any) -> Any:
     if value is None:
         return None
     if isinstance(tp, str):
+        if tp == "bytes":
+            return base64.b64decode(value)
         if "Endpoint" in tp:
             return tuple(Endpoint(*e) for e in value)
         if tp.startswith("tuple[tuple"):

@@ -22,6 +22,7 @@ from kio.serial import entity_reader, entity_writer
 
 from kopfka.protocol.api_versions import API_VERSIONS_KEY, is_supported
 from kopfka.protocol.produce_request import decode_produce_request
+from kopfka.protocol.request_guard import check_body
 
 PRODUCE_KEY = 0
 
@@ -166,6 +167,7 @@ def decode_request(frame: bytes | bytearray | memoryview) -> DecodedRequest:
             # hot path: records stay views into the frame (writable when the frame is ours)
             body: Any = decode_produce_request(memoryview(frame), hsize, api_version)
         else:
+            check_body(schema, readonly, hsize)  # kio pre-allocates declared counts: never let it abort us
             body, _ = entity_reader(schema)(readonly, hsize)
     except Exception as exc:  # kio raises assorted errors on malformed input
         raise FrameError(f"cannot parse {schema.__name__} v{api_version}: {exc}") from exc

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from kopfka.config.server_config import KafkaConfig
 
 PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL = "PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"
-SECURITY_PROTOCOLS = (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)
+SECURITY_PROTOCOLS = (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)  # in Kafka's id order
 SECURITY_PROTOCOL_IDS = {name: i for i, name in enumerate(SECURITY_PROTOCOLS)}  # Kafka's SecurityProtocol ids
 
 SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -37,24 +37,10 @@ def uses_sasl(protocol: str) -> bool:
     return protocol in (SASL_PLAINTEXT, SASL_SSL)
 
 
-def protocol_map(cfg: KafkaConfig) -> dict[str, str]:
-    """listener.security.protocol.map as {LISTENER: PROTOCOL}; a bad entry is a ConfigError."""
-    out: dict[str, str] = {}
-    for entry in cfg["listener.security.protocol.map"]:
-        name, sep, proto = entry.partition(":")
-        name, proto = name.strip().upper(), proto.strip().upper()
-        if not sep or not name or proto not in SECURITY_PROTOCOLS:
-            raise ConfigError(
-                "listener.security.protocol.map",
-                entry,
-                f"expected LISTENER:PROTOCOL with PROTOCOL one of {SECURITY_PROTOCOLS}",
-            )
-        out[name] = proto
-    return out
-
-
 def listener_protocol(cfg: KafkaConfig, listener: str) -> str:
-    proto = protocol_map(cfg).get(listener.upper())
+    from kopfka.config.server_config import listener_security_protocols
+
+    proto = listener_security_protocols(cfg).get(listener.upper())
     if proto is None:
         raise ConfigError(
             "listener.security.protocol.map",

@@ -34,6 +34,7 @@ class BrokerServices:
     quota_manager: Any = None  # quotas and throttling (kopfka.quota.QuotaManagers)
     metrics: Any = None  # kopfka.metrics.BrokerMetrics
     telemetry: Any = None  # kopfka.telemetry.ClientMetricsManager (KIP-714)
+    authorizer: Any = None  # kopfka.security.authorizer.StandardAuthorizer, None without authorizer.class.name
 
 
 def broker_values(config: KafkaConfig, loader: MetadataLoader) -> dict[str, Any]:

@@ -26,8 +26,11 @@ from kopfka.metadata.features import supported_features_list
 from kopfka.protocol.api_versions import API_VERSIONS_KEY, CONTROLLER_APIS
 from kopfka.protocol.entity_builder import build
 from kopfka.protocol.errors import ErrorCode, KafkaError
-from kopfka.protocol.framing import encode_response, peek_header
+from kopfka.protocol.framing import FrameError, encode_response, peek_header
+from kopfka.protocol.request_guard import check_body
 from kopfka.raft.kafka_raft import KafkaRaftClient
+from kopfka.security.acls import CLUSTER_NAME, AclOperation, ResourceType
+from kopfka.security.authorizer import StandardAuthorizer
 from kopfka.server.apis.features import feature_updates, update_features_response
 from kopfka.server.apis.quotas import alter_client_quotas_response
 from kopfka.server.apis.sasl import illegal_authenticate, illegal_handshake
@@ -50,6 +53,12 @@ class ControllerServices:
     raft: KafkaRaftClient
     controller: QuorumController
     quota_manager: Any = None  # the network layer's connection quotas do not apply here
+    authorizer: StandardAuthorizer | None = None  # over the controller's own image
+
+
+# answered to any authenticated peer; everything else on the controller listener is node-to-node
+# traffic and needs CLUSTER_ACTION on the cluster (the broker's principal, usually a super user)
+OPEN_CONTROLLER_APIS = {API_VERSIONS_KEY, 17, 36}
 
 
 ControllerHandler = Callable[[ControllerServices, int, Any], Awaitable[dict[str, Any]]]
@@ -81,10 +90,25 @@ class ControllerConnection(Connection):
             return False
         schema = load_request_schema(api_key, version)
         header_cls = RequestHeaderV2 if schema.__flexible__ else RequestHeaderV1
-        _, hsize = entity_reader(header_cls)(frame, 0)
-        req, _ = entity_reader(schema)(frame, hsize)
+        try:
+            _, hsize = entity_reader(header_cls)(frame, 0)
+            check_body(schema, frame, hsize)  # as decode_request: kio must never see a lying count
+            req, _ = entity_reader(schema)(frame, hsize)
+        except Exception as exc:  # kio raises assorted errors on malformed input
+            raise FrameError(f"cannot parse {schema.__name__} v{version}: {exc}") from exc
+        svc = self.server.services
+        if svc.authorizer is not None and api_key not in OPEN_CONTROLLER_APIS and not svc.authorizer.authorize(
+            self.principal, self.client_host, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME
+        ):
+            log.warning(
+                "Closing controller connection from %s: %s may not send request %s (needs ClusterAction)",
+                self.peer,
+                self.principal,
+                api_key,
+            )
+            return False
         handler = CONTROLLER_HANDLERS[api_key]
-        result = await handler(self.server.services, version, req)
+        result = await handler(svc, version, req)
         self.write(encode_response(api_key, version, corr, build(load_response_schema(api_key, version), result)))
         await self.drain()
         return True
@@ -494,6 +518,50 @@ async def _h_alter_client_quotas(svc: ControllerServices, v: int, req: Any) -> d
             ],
         }
     return alter_client_quotas_response(results)
+
+
+# --- security: ACLs and SCRAM credentials (forwarded by brokers) -----------------------------------
+CONTROLLER_APIS.update({30: (1, 3), 31: (1, 3), 51: (0, 0)})
+
+
+@controller_api(30)
+async def _h_create_acls(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
+    from kopfka.server.apis.acls import acl_from_creation
+
+    try:
+        results = await svc.controller.create_acls([acl_from_creation(c) for c in req.creations])
+    except KafkaError as exc:
+        return {"throttle_time": 0, "results": [{"error_code": exc.code, "error_message": exc.message}
+                                                for _ in req.creations]}
+    return {"throttle_time": 0, "results": [{"error_code": r.error, "error_message": r.message} for r in results]}
+
+
+@controller_api(31)
+async def _h_delete_acls(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
+    from kopfka.server.apis.acls import filter_from_wire, matching_acl_dict
+
+    try:
+        results = await svc.controller.delete_acls([filter_from_wire(f) for f in req.filters])
+    except KafkaError as exc:
+        return {"throttle_time": 0, "filter_results": [
+            {"error_code": exc.code, "error_message": exc.message, "matching_acls": []} for _ in req.filters]}
+    return {"throttle_time": 0, "filter_results": [
+        {"error_code": r.error, "error_message": r.message, "matching_acls": [matching_acl_dict(m) for m in r.matched]}
+        for r in results]}
+
+
+@controller_api(51)
+async def _h_alter_scram(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
+    from kopfka.server.apis.user_scram import deletions_of, upsertions_of
+
+    try:
+        results = await svc.controller.alter_user_scram_credentials(deletions_of(req), upsertions_of(req))
+    except KafkaError as exc:
+        users = dict.fromkeys([d.name for d in req.deletions] + [u.name for u in req.upsertions])
+        return {"throttle_time": 0, "results": [
+            {"user": u, "error_code": exc.code, "error_message": exc.message} for u in users]}
+    return {"throttle_time": 0,
+            "results": [{"user": r.user, "error_code": r.error, "error_message": r.message} for r in results]}
 
 
 # --- replication ----------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from kopfka.config.definitions import ConfigError
@@ -19,10 +20,14 @@ from kopfka.log import meta_properties
 from kopfka.log.log_manager import LogManager
 from kopfka.metadata import bootstrap
 from kopfka.metadata import records as mr
+from kopfka.metadata.image import MetadataImage
 from kopfka.metadata.loader import InitialMetadataLoadError, MetadataLoader
 from kopfka.metrics.broker_metrics import BrokerMetrics
 from kopfka.quota.install import install as install_quotas
 from kopfka.raft.local_raft import LocalRaftClient
+from kopfka.security import scram
+from kopfka.security.acls import EMPTY_ACLS
+from kopfka.security.authorizer import StandardAuthorizer
 from kopfka.security.client import ClientSecurity
 from kopfka.security.listeners import ListenerSecurity, listener_protocol, listener_security
 from kopfka.server.broker_lifecycle import BrokerLifecycleManager, BrokerState
@@ -84,8 +89,8 @@ class KafkaServer:
         )
 
     def _load_security(self) -> None:
-        """Every listener's TLS/SASL settings and the client side of the broker's own
-        connections, resolved before anything starts: a bad key stops the node with its name."""
+        """Every listener's TLS/SASL settings, the client side of the broker's own connections
+        and the authorizer, resolved before anything starts: a bad key stops the node with its name."""
         cfg = self.config
         try:
             self.listener_security = {lst.name: listener_security(cfg, lst.name) for lst in cfg.listeners}
@@ -93,8 +98,17 @@ class KafkaServer:
                 self.inter_broker_security = ClientSecurity.inter_broker(cfg)
             if not self._single_local_voter():
                 self.controller_security = ClientSecurity.controller(cfg)
+            StandardAuthorizer.from_config(cfg.values, lambda: EMPTY_ACLS)  # checks authorizer.class.name, super.users
         except ConfigError as exc:
             raise StartupError(str(exc)) from exc
+
+    def bind_security(self, image: Callable[[], MetadataImage], listeners: Iterable[str]) -> StandardAuthorizer | None:
+        """Point the given listeners' SCRAM lookups at a metadata image and make the authorizer over it."""
+        for name in listeners:
+            self.listener_security[name].scram_lookup = lambda user, mech: image().scram.get(
+                (user, scram.MECHANISMS[mech][0])
+            )
+        return StandardAuthorizer.from_config(self.config.values, lambda: image().acls)
 
     def endpoints(self) -> tuple[mr.Endpoint, ...]:
         """The advertised broker endpoints, each with its listener's security protocol."""
@@ -106,8 +120,8 @@ class KafkaServer:
 
     async def start(self) -> None:
         cfg = self.config
+        self._load_security()  # config mistakes first: they name the key to fix
         cluster_id = self._check_formatted()
-        self._load_security()
         http = cfg["kopfka.http.listener"]
         if http:
             host, _, port = http.rpartition(":")
@@ -168,6 +182,7 @@ class KafkaServer:
             ),
         )
         install_quotas(services, loader)  # quotas, broker metrics, client telemetry (kopfka.quota.install)
+        services.authorizer = self.bind_security(lambda: loader.image, [lst.name for lst in cfg.broker_listeners])
         self.lifecycle = BrokerLifecycleManager(
             self.node_id,
             cluster_id,

@@ -161,8 +161,10 @@ async def start_kraft_node(server: KafkaServer, cluster_id: str) -> None:
     if cfg.is_controller:
         node.controller = QuorumController(raft, node_id=node_id, cluster_id=cluster_id, static_config=cfg.values)
         node.controller.bootstrap_records = boot
+        controller = node.controller
+        authorizer = server.bind_security(lambda: controller.image, cfg.controller_listener_names)
         node.controller_server = ControllerNetworkServer(
-            ControllerServices(node_id, cluster_id, raft, node.controller),
+            ControllerServices(node_id, cluster_id, raft, node.controller, authorizer=authorizer),
             int(cfg["socket.request.max.bytes"]),
             server.listener_security,
         )
@@ -233,6 +235,7 @@ async def _start_broker(server: KafkaServer, node: KRaftNode, cluster_id: str) -
     from kopfka.quota.install import install as install_quotas
 
     install_quotas(services, loader)  # quotas, broker metrics, client telemetry, as in the single-node path
+    services.authorizer = server.bind_security(lambda: loader.image, [lst.name for lst in cfg.broker_listeners])
     server.lifecycle = BrokerLifecycleManager(
         node_id,
         cluster_id,

@@ -43,7 +43,7 @@ def _errors_in(resp: Any) -> Iterable[ErrorCode]:
     code = getattr(resp, "error_code", None)
     if code is not None:
         yield code
-    for attr in ("topics", "responses", "results"):
+    for attr in ("topics", "responses", "results", "filter_results"):
         for item in getattr(resp, attr, None) or ():
             c = getattr(item, "error_code", None)
             if c is not None:
@@ -273,6 +273,52 @@ class RemoteController:
             )
             for r in resp.entries
         ]
+
+    # --- security (forwarded; the answer waits until this broker's image shows the change) ----------
+    async def create_acls(self, acls: list[Any]) -> list[Any]:
+        from kopfka.controller.acl_control import AclResult
+        from kopfka.server.apis.acls import creation_dict
+
+        resp = await self._call(30, 3, {"creations": [creation_dict(a) for a in acls]})
+        results = [AclResult(ErrorCode(int(r.error_code)), r.error_message) for r in resp.results]
+        created = {a for a, r in zip(acls, results, strict=False) if r.error == ErrorCode.none}
+        await self._await_image(lambda img: created <= set(img.acls))
+        return results
+
+    async def delete_acls(self, filters: list[Any]) -> list[Any]:
+        from kopfka.controller.acl_control import AclResult
+        from kopfka.server.apis.acls import acl_from_matching, filter_dict
+
+        resp = await self._call(31, 3, {"filters": [filter_dict(f) for f in filters]})
+        results = [
+            AclResult(ErrorCode(int(r.error_code)), r.error_message, [acl_from_matching(m) for m in r.matching_acls])
+            for r in resp.filter_results
+        ]
+        gone = {a for r in results for a in r.matched}
+        await self._await_image(lambda img: not gone & set(img.acls))
+        return results
+
+    async def alter_user_scram_credentials(self, deletions: list[Any], upsertions: list[Any]) -> list[Any]:
+        from kopfka.controller.scram_control import UserResult
+
+        body = {
+            "deletions": [{"name": d.name, "mechanism": d.mechanism} for d in deletions],
+            "upsertions": [
+                {"name": u.name, "mechanism": u.mechanism, "iterations": u.iterations, "salt": u.salt,
+                 "salted_password": u.salted_password}
+                for u in upsertions
+            ],
+        }
+        resp = await self._call(51, 0, body)
+        results = [UserResult(r.user, ErrorCode(int(r.error_code)), r.error_message) for r in resp.results]
+        ok = {r.user for r in results if r.error == ErrorCode.none}
+        wanted_salts = {(u.name, u.mechanism): u.salt for u in upsertions if u.name in ok}
+        removed = {(d.name, d.mechanism) for d in deletions if d.name in ok}
+        await self._await_image(
+            lambda img: all(getattr(img.scram.get(k), "salt", None) == s for k, s in wanted_salts.items())
+            and not removed & set(img.scram)
+        )
+        return results
 
     async def incremental_alter_configs(
         self, resources: list[tuple[int, str, list[tuple[str, int, str | None]]]], *, validate_only: bool = False

@@ -17,6 +17,7 @@ from kopfka.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE
 from kopfka.protocol.api_versions import EXTRA_APIS
 from kopfka.protocol.errors import ErrorCode, KafkaError
 from kopfka.server.apis.registry import api
+from kopfka.server.auth_helper import AclOperation, ResourceType, authorize, authorize_cluster
 from kopfka.server.request_context import RequestContext
 from kopfka.telemetry.subscriptions import CLIENT_METRICS_RESOURCE
 from kopfka.telemetry.subscriptions import describe_entries as describe_client_metrics_entries
@@ -62,6 +63,8 @@ def _entry(
     name: str, value: str | None, source: int, defn: ConfigKey, synonyms: list[dict[str, Any]], read_only: bool
 ) -> dict[str, Any]:
     sensitive = defn.sensitive or defn.type == "password"
+    if sensitive:  # a password's value never leaves the broker, not even as a synonym
+        synonyms = [{**s, "value": None} for s in synonyms]
     return {
         "name": name,
         "value": None if sensitive else value,
@@ -123,6 +126,16 @@ def describe_broker_config_entries(
     return out
 
 
+def _config_access(ctx: RequestContext, op: AclOperation, rtype: int, name: str) -> ErrorCode | None:
+    """Kafka's configs authorization: broker-level and client-metrics configs are the cluster's,
+    a topic's its own; the error names what was refused."""
+    if rtype == TOPIC_RESOURCE:
+        return None if authorize(ctx, op, ResourceType.TOPIC, name) else ErrorCode.topic_authorization_failed
+    if rtype == GROUP_RESOURCE:
+        return None if authorize(ctx, op, ResourceType.GROUP, name) else ErrorCode.group_authorization_failed
+    return None if authorize_cluster(ctx, op) else ErrorCode.cluster_authorization_failed
+
+
 @api(32)
 async def handle_describe_configs(ctx: RequestContext, req: Any) -> dict[str, Any]:
     include_synonyms = getattr(req, "include_synonyms", False)
@@ -137,6 +150,9 @@ async def handle_describe_configs(ctx: RequestContext, req: Any) -> dict[str, An
         }
         keys = list(res.configuration_keys) if res.configuration_keys is not None else None
         try:
+            refused = _config_access(ctx, AclOperation.DESCRIBE_CONFIGS, res.resource_type, res.resource_name)
+            if refused is not None:
+                raise KafkaError(refused)
             if res.resource_type == TOPIC_RESOURCE:
                 if res.resource_name not in ctx.image.topics_by_name:
                     raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic {res.resource_name} does not exist")
@@ -169,37 +185,34 @@ async def handle_incremental_alter_configs(ctx: RequestContext, req: Any) -> dic
         (r.resource_type, r.resource_name, [(c.name, c.config_operation, c.value) for c in r.configs])
         for r in req.resources
     ]
-    results = await ctx.services.controller.incremental_alter_configs(resources, validate_only=req.validate_only)
-    return {
-        "throttle_time": 0,
-        "responses": [
-            {
-                "error_code": r.error,
-                "error_message": r.message,
-                "resource_type": r.resource_type,
-                "resource_name": r.name,
-            }
-            for r in results
-        ],
-    }
+    return await _alter(ctx, resources, lambda allowed: ctx.services.controller.incremental_alter_configs(
+        allowed, validate_only=req.validate_only))
+
+
+async def _alter(ctx: RequestContext, resources: list[Any], call: Any) -> dict[str, Any]:
+    """ALTER_CONFIGS on each resource (the cluster's for brokers); refused ones never reach the controller."""
+    refused = {i: _config_access(ctx, AclOperation.ALTER_CONFIGS, r[0], r[1]) for i, r in enumerate(resources)}
+    allowed = [r for i, r in enumerate(resources) if refused[i] is None]
+    done = iter(await call(allowed) if allowed else [])
+    responses = []
+    for i, (rtype, name, _) in enumerate(resources):
+        code = refused[i]
+        if code is not None:
+            responses.append({"error_code": code, "error_message": None, "resource_type": rtype, "resource_name": name})
+            continue
+        r = next(done)
+        responses.append(
+            {"error_code": r.error, "error_message": r.message, "resource_type": r.resource_type,
+             "resource_name": r.name}
+        )
+    return {"throttle_time": 0, "responses": responses}
 
 
 @api(33)
 async def handle_alter_configs(ctx: RequestContext, req: Any) -> dict[str, Any]:
     resources = [(r.resource_type, r.resource_name, {c.name: c.value for c in r.configs}) for r in req.resources]
-    results = await ctx.services.controller.alter_configs(resources, validate_only=req.validate_only)
-    return {
-        "throttle_time": 0,
-        "responses": [
-            {
-                "error_code": r.error,
-                "error_message": r.message,
-                "resource_type": r.resource_type,
-                "resource_name": r.name,
-            }
-            for r in results
-        ],
-    }
+    return await _alter(ctx, resources, lambda allowed: ctx.services.controller.alter_configs(
+        allowed, validate_only=req.validate_only))
 
 
 # --- ListConfigResources (KIP-1142; v0 is KIP-714's ListClientMetricsResources) ---------------
@@ -220,6 +233,8 @@ LISTED_RESOURCE_TYPES = (
 async def handle_list_config_resources(ctx: RequestContext, req: Any) -> dict[str, Any]:
     """The resources that can hold configs: groups and client-metrics subscriptions with dynamic
     configs, every broker (as BROKER and BROKER_LOGGER) and every topic. v0 knows client metrics only."""
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE_CONFIGS):
+        return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "config_resources": []}
     supported = (CLIENT_METRICS_RESOURCE,) if ctx.api_version == 0 else LISTED_RESOURCE_TYPES
     types = {int(t) for t in getattr(req, "resource_types", ())} or set(supported)
     if not types <= set(supported):

@@ -16,8 +16,9 @@ from kopfka.protocol.errors import ErrorCode, KafkaError
 from kopfka.protocol.fetch_response import FetchPartitionOut, FetchTopicOut, encode_fetch_response
 from kopfka.quota.throttling import fetch_max_bytes, fetch_throttle_ms
 from kopfka.server.apis.registry import RawResponse, api
+from kopfka.server.auth_helper import AclOperation, ResourceType, authorize_cluster, authorized_names
 from kopfka.server.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, CachedPartition
-from kopfka.server.replica_manager import FetchRequestPartition
+from kopfka.server.replica_manager import FetchPartitionData, FetchRequestPartition
 from kopfka.server.request_context import RequestContext
 
 
@@ -84,6 +85,8 @@ async def _handle_follower_fetch(ctx: RequestContext, req: Any, replica_id: int,
     svc = ctx.services
     version = ctx.api_version
     requested, unknown = _requested(ctx, req)
+    if not authorize_cluster(ctx, AclOperation.CLUSTER_ACTION):  # only brokers may fetch as a replica
+        return _all_refused(ctx, requested, unknown)
     last_epochs: dict[tuple[str | None, int], int] = {}
     for t in req.topics:
         key_name = getattr(t, "topic", None)
@@ -188,16 +191,21 @@ async def handle_fetch(ctx: RequestContext, req: Any) -> RawResponse:
         chunks, size = encode_fetch_response(version, ctx.correlation_id, [], error_code=exc.code, session_id=0)
         return RawResponse(chunks, size)
 
+    allowed = authorized_names(ctx, AclOperation.READ, ResourceType.TOPIC, (p.topic for p in parts))
     reads = [
         FetchRequestPartition((p.topic, p.partition), p.fetch_offset, p.max_bytes, p.current_leader_epoch)
         for p in parts
+        if p.topic in allowed
     ]
     isolation = "txn_committed" if getattr(req, "isolation_level", 0) == 1 else "high_watermark"
     max_bytes = fetch_max_bytes(ctx, min(getattr(req, "max_bytes", 2**31 - 1), int(svc.config["fetch.max.bytes"])))
     waited = time.perf_counter_ns()
     results = await svc.replica_manager.fetch_messages(
         reads, max_bytes=max_bytes, min_bytes=req.min_bytes, max_wait_ms=_ms(req.max_wait), isolation=isolation
-    )
+    ) if reads else {}
+    for p in parts:  # as Kafka: a partition of a topic the principal may not READ answers this
+        if p.topic not in allowed:
+            results[(p.topic, p.partition)] = REFUSED
     ctx.quota_exempt_ns = time.perf_counter_ns() - waited
     if fetch_throttle_ms(ctx, results) > 0:  # throttled: no data (the charge was taken back)
         if session is not None:
@@ -258,6 +266,23 @@ async def handle_fetch(ctx: RequestContext, req: Any) -> RawResponse:
     chunks, size = encode_fetch_response(
         version, ctx.correlation_id, topics, session_id=resp_session_id, throttle_time_ms=ctx.throttle_ms
     )
+    return RawResponse(chunks, size)
+
+
+REFUSED = FetchPartitionData(ErrorCode.topic_authorization_failed)
+
+
+def _all_refused(ctx: RequestContext, requested: list[CachedPartition], unknown: list[Any]) -> RawResponse:
+    topics: list[FetchTopicOut] = []
+    for p in requested:
+        tout = FetchTopicOut(p.topic, uuids.from_str(p.topic_id) if p.topic_id else None)
+        tout.partitions.append(FetchPartitionOut(p.partition, int(ErrorCode.topic_authorization_failed)))
+        topics.append(tout)
+    for _name, tid, partition in unknown:
+        tout = FetchTopicOut("", uuids.from_str(tid) if tid else None)
+        tout.partitions.append(FetchPartitionOut(partition, int(ErrorCode.topic_authorization_failed)))
+        topics.append(tout)
+    chunks, size = encode_fetch_response(ctx.api_version, ctx.correlation_id, topics, session_id=0)
     return RawResponse(chunks, size)
 
 

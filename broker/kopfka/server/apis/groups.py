@@ -1,6 +1,8 @@
 """Group coordinator APIs: FindCoordinator, the classic group protocol, KIP-848 heartbeats,
 offset commit/fetch/delete and group administration. The logic lives in
-kopfka.coordinator.group; these handlers only translate between kio entities and it."""
+kopfka.coordinator.group; these handlers only translate between kio entities and it, and
+check the ACLs Kafka's KafkaApis checks (group READ to be a member or commit, DESCRIBE to look,
+DELETE to delete; topic READ to commit, DESCRIBE to see committed offsets)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,14 @@ from kopfka.metadata.features import consumer_rebalance_protocol_supported
 from kopfka.protocol.api_versions import EXTRA_APIS
 from kopfka.protocol.errors import ErrorCode, KafkaError
 from kopfka.server.apis.registry import api
+from kopfka.server.auth_helper import (
+    AclOperation,
+    ResourceType,
+    authorize,
+    authorize_cluster,
+    authorized_names,
+    authorized_operations,
+)
 from kopfka.server.request_context import RequestContext
 
 EXTRA_APIS.update(
@@ -40,6 +50,11 @@ def _ms(v: Any, default: int = -1) -> int:
     return int(v)
 
 
+def _group_access(ctx: RequestContext, op: AclOperation, group_id: str) -> None:
+    if not authorize(ctx, op, ResourceType.GROUP, group_id):
+        raise KafkaError(ErrorCode.group_authorization_failed)
+
+
 def _coordinator(ctx: RequestContext) -> Any:
     coord = ctx.services.group_coordinator
     if coord is None:
@@ -54,6 +69,10 @@ async def handle_find_coordinator(ctx: RequestContext, req: Any) -> dict[str, An
     results = []
     for key in keys:
         try:
+            if key_type == 0 and not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, key):
+                raise KafkaError(ErrorCode.group_authorization_failed)
+            if key_type == 1 and not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+                raise KafkaError(ErrorCode.transactional_id_authorization_failed)
             if key_type == 1 and ctx.services.txn_coordinator is not None:
                 results.append(await ctx.services.txn_coordinator.find_coordinator(key, ctx.listener_name))
                 continue
@@ -81,6 +100,7 @@ async def handle_find_coordinator(ctx: RequestContext, req: Any) -> dict[str, An
 async def handle_join_group(ctx: RequestContext, req: Any) -> dict[str, Any]:
     session_ms = _ms(req.session_timeout)
     try:
+        _group_access(ctx, AclOperation.READ, req.group_id)
         coord = _coordinator(ctx)
     except KafkaError as exc:
         return {
@@ -112,6 +132,7 @@ async def handle_join_group(ctx: RequestContext, req: Any) -> dict[str, Any]:
 @api(14)
 async def handle_sync_group(ctx: RequestContext, req: Any) -> dict[str, Any]:
     try:
+        _group_access(ctx, AclOperation.READ, req.group_id)
         coord = _coordinator(ctx)
     except KafkaError as exc:
         return {"throttle_time": 0, "error_code": exc.code, "assignment": b""}
@@ -129,6 +150,7 @@ async def handle_sync_group(ctx: RequestContext, req: Any) -> dict[str, Any]:
 @api(12)
 async def handle_heartbeat(ctx: RequestContext, req: Any) -> dict[str, Any]:
     try:
+        _group_access(ctx, AclOperation.READ, req.group_id)
         code = await _coordinator(ctx).classic.heartbeat(
             group_id=req.group_id,
             generation=req.generation_id,
@@ -147,6 +169,7 @@ async def handle_leave_group(ctx: RequestContext, req: Any) -> dict[str, Any]:
     else:
         members = [(req.member_id, None)]
     try:
+        _group_access(ctx, AclOperation.READ, req.group_id)
         errors = await _coordinator(ctx).classic.leave(req.group_id, members)
     except KafkaError as exc:
         return {"throttle_time": 0, "error_code": exc.code, "members": []}
@@ -178,6 +201,13 @@ def _check_consumer_protocol(ctx: RequestContext) -> None:
 async def handle_consumer_group_heartbeat(ctx: RequestContext, req: Any) -> dict[str, Any]:
     try:
         _check_consumer_protocol(ctx)
+        _group_access(ctx, AclOperation.READ, req.group_id)
+        subscribed = list(req.subscribed_topic_names or ())
+        # a member may not learn of topics it cannot describe by subscribing to them (Kafka 4)
+        if subscribed and len(authorized_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, subscribed)) < len(
+            set(subscribed)
+        ):
+            raise KafkaError(ErrorCode.topic_authorization_failed)
         coord = _coordinator(ctx)
     except KafkaError as exc:
         return {
@@ -224,6 +254,7 @@ async def handle_consumer_group_describe(ctx: RequestContext, req: Any) -> dict[
         }
         try:
             _check_consumer_protocol(ctx)
+            _group_access(ctx, AclOperation.DESCRIBE, gid)
             coord = _coordinator(ctx)
             group = coord.shard_for(gid).groups.get(gid)
             if not isinstance(group, ConsumerGroup) or group.dead:
@@ -246,6 +277,7 @@ async def handle_offset_commit(ctx: RequestContext, req: Any) -> dict[str, Any]:
     unknown_ids: set[Any] = set()
     names: dict[Any, str | None] = {}
     try:
+        _group_access(ctx, AclOperation.READ, req.group_id)
         coord = _coordinator(ctx)
     except KafkaError as exc:
         coord, group_error = None, exc.code
@@ -253,9 +285,15 @@ async def handle_offset_commit(ctx: RequestContext, req: Any) -> dict[str, Any]:
         name = coord.topic_name(t.topic_id) if (by_id and coord is not None) else getattr(t, "name", None)
         key = t.topic_id if by_id else t.name
         names[key] = name
+    may_read = authorized_names(ctx, AclOperation.READ, ResourceType.TOPIC, (n for n in names.values() if n))
+    for t in req.topics:
+        key = t.topic_id if by_id else t.name
+        name = names[key]
         if name is None:
             unknown_ids.add(key)
             continue
+        if name not in may_read:
+            continue  # answered TOPIC_AUTHORIZATION_FAILED below, never committed
         for p in t.partitions:
             entries.append(
                 (
@@ -287,12 +325,17 @@ async def handle_offset_commit(ctx: RequestContext, req: Any) -> dict[str, Any]:
         name = names[key]
         parts = []
         for p in t.partitions:
-            if key in unknown_ids:
+            err: ErrorCode
+            if group_error == ErrorCode.group_authorization_failed:
+                err = group_error
+            elif key in unknown_ids:
                 err = ErrorCode.unknown_topic_id
+            elif name not in may_read:
+                err = ErrorCode.topic_authorization_failed
             elif group_error != ErrorCode.none:
                 err = group_error
             else:
-                err = results.get((name, p.partition_index), ErrorCode.none)  # type: ignore[arg-type]
+                err = results.get((name, p.partition_index), ErrorCode.none)  # type: ignore[arg-type,assignment]
             parts.append({"partition_index": p.partition_index, "error_code": err})
         topics.append(
             {"name": key, "topic_id": key, "partitions": parts} if not by_id else {"topic_id": key, "partitions": parts}
@@ -317,7 +360,9 @@ async def _fetch_group(
     id_of: dict[str, Any] = {}
     unknown: list[Any] = []
     coord: Any = None
+    refused: list[tuple[Any, list[int]]] = []  # topics named but not describable
     try:
+        _group_access(ctx, AclOperation.DESCRIBE, group_id)
         coord = _coordinator(ctx)
         if topics is not None:
             wanted = []
@@ -326,14 +371,24 @@ async def _fetch_group(
                 if name is None:
                     unknown.append(t)
                     continue
+                if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+                    refused.append((t.topic_id if by_id else name, list(t.partition_indexes)))
+                    continue
                 id_of[name] = t.topic_id if by_id else name
                 wanted.append((name, list(t.partition_indexes)))
         committed = await coord.fetch_offsets(
             group_id, wanted, member_id=member_id, member_epoch=member_epoch, require_stable=require_stable
         )
+        if topics is None:  # all topics: those the principal may not describe are left out
+            visible = authorized_names(
+                ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, {n for n, _ in committed}, log_denied=False
+            )
+            committed = {k: v for k, v in committed.items() if k[0] in visible}
         error = ErrorCode.none
     except KafkaError as exc:
         error = exc.code
+        if error == ErrorCode.group_authorization_failed:
+            return {"group_id": group_id, "error_code": error, "topics": []}
         committed = {(n, p): None for n, ps in (wanted or []) for p in ps}
     for (name, p), off in sorted(committed.items()):
         key = id_of.get(name) if name in id_of else (coord.topic_id(name) if by_id else name)
@@ -370,6 +425,17 @@ async def _fetch_group(
             }
             for p in t.partition_indexes
         ]
+    for key, parts in refused:
+        partitions_out[key] = [
+            {
+                "partition_index": p,
+                "committed_offset": -1,
+                "committed_leader_epoch": -1,
+                "metadata": "",
+                "error_code": ErrorCode.topic_authorization_failed,
+            }
+            for p in parts
+        ]
     field = "topic_id" if by_id else "name"
     return {
         "group_id": group_id,
@@ -396,9 +462,15 @@ async def handle_offset_fetch(ctx: RequestContext, req: Any) -> dict[str, Any]:
 
 @api(47)
 async def handle_offset_delete(ctx: RequestContext, req: Any) -> dict[str, Any]:
-    tps = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+    may_read = authorized_names(ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in req.topics))
+    tps = [(t.name, p.partition_index) for t in req.topics for p in t.partitions if t.name in may_read]
+    results: dict[tuple[str, int], ErrorCode] = {
+        (t.name, p.partition_index): ErrorCode.topic_authorization_failed
+        for t in req.topics if t.name not in may_read for p in t.partitions
+    }
     try:
-        results = await _coordinator(ctx).delete_offsets(req.group_id, tps)
+        _group_access(ctx, AclOperation.DELETE, req.group_id)
+        results.update(await _coordinator(ctx).delete_offsets(req.group_id, tps))
         error = ErrorCode.none
     except KafkaError as exc:
         results, error = {}, exc.code
@@ -431,6 +503,10 @@ async def handle_list_groups(ctx: RequestContext, req: Any) -> dict[str, Any]:
     except KafkaError as exc:
         return {"throttle_time": 0, "error_code": exc.code, "groups": []}
     groups = coord.list_groups(getattr(req, "states_filter", ()), getattr(req, "types_filter", ()))
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE, log_denied=False):  # else only describable groups
+        visible = authorized_names(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, (g["group_id"] for g in groups),
+                                   log_denied=False)
+        groups = [g for g in groups if g["group_id"] in visible]
     error = ErrorCode.coordinator_load_in_progress if coord.loading() else ErrorCode.none
     return {"throttle_time": 0, "error_code": error, "groups": groups}
 
@@ -450,10 +526,14 @@ async def handle_describe_groups(ctx: RequestContext, req: Any) -> dict[str, Any
             "error_message": None,
         }
         try:
+            _group_access(ctx, AclOperation.DESCRIBE, gid)
             coord = _coordinator(ctx)
             group = coord.shard_for(gid).groups.get(gid)
             if isinstance(group, ClassicGroup) and not group.is_(ClassicState.DEAD):
-                out.append(coord.classic.describe(group))
+                described = coord.classic.describe(group)
+                if getattr(req, "include_authorized_operations", False):
+                    described["authorized_operations"] = authorized_operations(ctx, ResourceType.GROUP, gid)
+                out.append(described)
                 continue
             if ctx.api_version >= 6:
                 raise KafkaError(
@@ -469,8 +549,12 @@ async def handle_describe_groups(ctx: RequestContext, req: Any) -> dict[str, Any
 @api(42)
 async def handle_delete_groups(ctx: RequestContext, req: Any) -> dict[str, Any]:
     names = list(req.groups_names)
+    may_delete = authorized_names(ctx, AclOperation.DELETE, ResourceType.GROUP, names)
+    results: dict[str, ErrorCode] = {g: ErrorCode.group_authorization_failed for g in names if g not in may_delete}
     try:
-        results = await _coordinator(ctx).delete_groups(names)
+        allowed = [g for g in names if g in may_delete]
+        if allowed:
+            results.update(await _coordinator(ctx).delete_groups(allowed))
     except KafkaError as exc:
-        results = dict.fromkeys(names, exc.code)
+        results.update(dict.fromkeys([g for g in names if g in may_delete], exc.code))
     return {"throttle_time": 0, "results": [{"group_id": g, "error_code": results[g]} for g in names]}

@@ -11,6 +11,7 @@ from typing import Any
 from kopfka.protocol.api_versions import EXTRA_APIS
 from kopfka.protocol.errors import ErrorCode
 from kopfka.server.apis.registry import api
+from kopfka.server.auth_helper import AclOperation, authorize_cluster
 from kopfka.server.request_context import RequestContext
 
 EXTRA_APIS.setdefault(34, (1, 2))  # AlterReplicaLogDirs
@@ -27,6 +28,8 @@ def _usage(d: Path) -> tuple[int, int]:
 
 @api(35)
 async def handle_describe_log_dirs(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE):
+        return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "results": []}
     lm = ctx.services.log_manager
     wanted: dict[str, set[int]] | None = None
     if req.topics is not None:
@@ -87,11 +90,14 @@ async def handle_alter_replica_log_dirs(ctx: RequestContext, req: Any) -> dict[s
     lm = ctx.services.log_manager
     rm = ctx.services.replica_manager
     out: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    may_alter = authorize_cluster(ctx, AclOperation.ALTER)
     for d in req.dirs:
         for t in d.topics:
             for p in t.partitions:
                 tp = (t.name, p)
-                if tp not in rm.partitions and tp not in lm.offline_logs:
+                if not may_alter:
+                    code = ErrorCode.cluster_authorization_failed
+                elif tp not in rm.partitions and tp not in lm.offline_logs:
                     code = ErrorCode.replica_not_available
                 else:
                     code = lm.alter_replica_log_dir(tp, d.path)

@@ -2,6 +2,10 @@
 
 Fenced brokers are left out of broker lists (seed 000: the metadata cache filters them); a
 partition whose leader is not alive reports LEADER_NOT_AVAILABLE.
+
+Authorization (Kafka's KafkaApis): a topic the principal may not DESCRIBE is left out of an
+all-topics answer and, when named, answered TOPIC_AUTHORIZATION_FAILED without revealing
+whether it exists; auto-creation needs CREATE on the cluster or on the topic.
 """
 
 from __future__ import annotations
@@ -15,6 +19,14 @@ from kopfka.controller.topic_validation import INTERNAL_TOPICS, validate_topic_n
 from kopfka.metadata.image import MetadataImage, TopicImage
 from kopfka.protocol.errors import ErrorCode, KafkaError
 from kopfka.server.apis.registry import api
+from kopfka.server.auth_helper import (
+    CLUSTER_NAME,
+    AclOperation,
+    ResourceType,
+    authorize_cluster,
+    authorized_names,
+    authorized_operations,
+)
 from kopfka.server.request_context import RequestContext
 
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
@@ -90,8 +102,11 @@ async def handle_metadata(ctx: RequestContext, req: Any) -> dict[str, Any]:
     svc = ctx.services
     topics_out: list[dict[str, Any]] = []
     if req.topics is None or (ctx.api_version == 0 and not req.topics):
-        for name in sorted(image.topics_by_name):
-            topics_out.append(topic_metadata(image, image.topics_by_name[name]))
+        # all topics: those the principal may not describe are simply not there
+        visible = authorized_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, image.topics_by_name,
+                                   log_denied=False)
+        for topic_name in sorted(visible):
+            topics_out.append(topic_metadata(image, image.topics_by_name[topic_name]))
     else:
         allow_auto = getattr(req, "allow_auto_topic_creation", True) and bool(svc.config["auto.create.topics.enable"])
         to_create: list[str] = []
@@ -104,12 +119,21 @@ async def handle_metadata(ctx: RequestContext, req: Any) -> dict[str, Any]:
                 requested.append((topic.name if topic else None, tid))
                 continue
             requested.append((name, None))
-            if name is not None and name not in image.topics_by_name and allow_auto and name not in INTERNAL_TOPICS:
+        named = [n for n, _ in requested if n is not None]
+        visible = authorized_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, named)
+        for wanted in dict.fromkeys(named):
+            creatable = allow_auto and wanted not in INTERNAL_TOPICS
+            if creatable and wanted in visible and wanted not in image.topics_by_name:
                 try:
-                    validate_topic_name(name)
-                    to_create.append(name)
+                    validate_topic_name(wanted)
+                    to_create.append(wanted)
                 except KafkaError:
                     pass
+        create_refused: set[str] = set()
+        if to_create and not authorize_cluster(ctx, AclOperation.CREATE, log_denied=False):
+            may_create = authorized_names(ctx, AclOperation.CREATE, ResourceType.TOPIC, to_create)
+            create_refused = set(to_create) - may_create
+            to_create = [n for n in to_create if n in may_create]
         if to_create:
             try:
                 await _auto_create(ctx, to_create)
@@ -119,6 +143,15 @@ async def handle_metadata(ctx: RequestContext, req: Any) -> dict[str, Any]:
         for name, tid in requested:
             if name is None:
                 topics_out.append(_error_topic(None, tid, ErrorCode.unknown_topic_id))
+                continue
+            if name not in visible:  # never say whether it exists; a topic id request keeps the id
+                topics_out.append(
+                    _error_topic(None if tid is not None else name, tid if tid is not None else uuids.ZERO_UUID,
+                                 ErrorCode.topic_authorization_failed)
+                )
+                continue
+            if name in create_refused:
+                topics_out.append(_error_topic(name, uuids.ZERO_UUID, ErrorCode.topic_authorization_failed))
                 continue
             topic = image.topics_by_name.get(name)
             if topic is None:
@@ -130,15 +163,28 @@ async def handle_metadata(ctx: RequestContext, req: Any) -> dict[str, Any]:
                 topics_out.append(_error_topic(name, uuids.ZERO_UUID, err))
             else:
                 topics_out.append(topic_metadata(image, topic))
+    if getattr(req, "include_topic_authorized_operations", False) and ctx.api_version >= 8:
+        for t in topics_out:
+            if t["name"] is not None and t["error_code"] == ErrorCode.none:
+                t["topic_authorized_operations"] = authorized_operations(ctx, ResourceType.TOPIC, t["name"])
     return {
         "throttle_time": 0,
         "brokers": alive_brokers(ctx, image),
         "cluster_id": svc.cluster_id,
         "controller_id": controller_id_for_clients(ctx, image),
         "topics": topics_out,
-        "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+        "cluster_authorized_operations": _cluster_operations(ctx, req),
         "error_code": ErrorCode.none,
     }
+
+
+def _cluster_operations(ctx: RequestContext, req: Any) -> int:
+    """Metadata v8-10 and DescribeCluster: the bit field when asked for, 0 without DESCRIBE."""
+    if not getattr(req, "include_cluster_authorized_operations", False):
+        return AUTHORIZED_OPERATIONS_OMITTED
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE):
+        return 0
+    return authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME)
 
 
 @api(60)
@@ -173,5 +219,5 @@ async def handle_describe_cluster(ctx: RequestContext, req: Any) -> dict[str, An
         "cluster_id": ctx.services.cluster_id,
         "controller_id": controller_id_for_clients(ctx, image),
         "brokers": brokers,
-        "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+        "cluster_authorized_operations": _cluster_operations(ctx, req),
     }

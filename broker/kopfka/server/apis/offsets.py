@@ -6,6 +6,7 @@ from typing import Any
 
 from kopfka.protocol.errors import ErrorCode, KafkaError
 from kopfka.server.apis.registry import api
+from kopfka.server.auth_helper import AclOperation, ResourceType, authorize_cluster, authorized_names
 from kopfka.server.request_context import RequestContext
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5, -6
@@ -27,6 +28,7 @@ async def handle_list_offsets(ctx: RequestContext, req: Any) -> dict[str, Any]:
     min_special = _min_special(ctx.api_version)
     topics = []
     seen: set[tuple[str, int]] = set()
+    allowed = authorized_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in req.topics))
     for t in req.topics:
         parts = []
         for p in t.partitions:
@@ -39,6 +41,8 @@ async def handle_list_offsets(ctx: RequestContext, req: Any) -> dict[str, Any]:
             }
             parts.append(out)
             try:
+                if t.name not in allowed:
+                    raise KafkaError(ErrorCode.topic_authorization_failed)
                 if (t.name, p.partition_index) in seen:
                     raise KafkaError(ErrorCode.invalid_request, "duplicate partition in ListOffsets")
                 seen.add((t.name, p.partition_index))
@@ -81,6 +85,12 @@ def _epoch_at(ulog: Any, offset: int) -> int:
 async def handle_offset_for_leader_epoch(ctx: RequestContext, req: Any) -> dict[str, Any]:
     rm = ctx.services.replica_manager
     topics = []
+    # followers (ClusterAction) may ask about any partition; others need DESCRIBE on the topic
+    allowed = (
+        None
+        if authorize_cluster(ctx, AclOperation.CLUSTER_ACTION, log_denied=False)
+        else authorized_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.topic for t in req.topics))
+    )
     for t in req.topics:
         parts = []
         for p in t.partitions:
@@ -91,6 +101,8 @@ async def handle_offset_for_leader_epoch(ctx: RequestContext, req: Any) -> dict[
                 "end_offset": -1,
             }
             try:
+                if allowed is not None and t.topic not in allowed:
+                    raise KafkaError(ErrorCode.topic_authorization_failed)
                 part = rm.get_leader_partition((t.topic, p.partition), p.current_leader_epoch)
                 found = part.log.end_offset_for_epoch(p.leader_epoch)
                 # an epoch the log does not know: UNDEFINED_EPOCH / UNDEFINED_EPOCH_OFFSET

@@ -13,6 +13,7 @@ from kopfka.protocol.errors import ErrorCode
 from kopfka.protocol.records import first_batch_is_transactional, read_header
 from kopfka.quota.throttling import produce_throttle_ms
 from kopfka.server.apis.registry import DeferredResponse, api
+from kopfka.server.auth_helper import AclOperation, ResourceType, authorize, authorized_names
 from kopfka.server.delayed_produce import complete_waits, register_waits
 from kopfka.server.request_context import RequestContext
 
@@ -52,14 +53,20 @@ async def handle_produce(ctx: RequestContext, req: Any) -> dict[str, Any] | Defe
     responses: list[dict[str, Any]] = []
     entries: list[tuple[tuple[str, int], bytes | None]] = []
     slots: list[tuple[dict[str, Any], int, tuple[str, int]]] = []
-    if req.transactional_id is None and any(
-        first_batch_is_transactional(p.records) for t in req.topic_data for p in t.partition_data
+    transactional = any(first_batch_is_transactional(p.records) for t in req.topic_data for p in t.partition_data)
+    if transactional and (
+        req.transactional_id is None
+        or not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id)
     ):
         # as Kafka: transactional records need a transactional id (authorized for WRITE), else the
         # whole request fails; accepted, they would open a transaction nothing can end
         if acks == 0:
             raise CloseConnection("transactional records without a transactional id")
         return {"responses": _refuse_all(req, ErrorCode.transactional_id_authorization_failed), "throttle_time": 0}
+    allowed = authorized_names(
+        ctx, AclOperation.WRITE, ResourceType.TOPIC, (_topic_name(t, image) or "" for t in req.topic_data)
+    )
+    refused = False  # an acks=0 request with a refused partition closes the connection, as any failure
     for t in req.topic_data:
         name = getattr(t, "name", None)
         tid = getattr(t, "topic_id", None)
@@ -79,6 +86,9 @@ async def handle_produce(ctx: RequestContext, req: Any) -> dict[str, Any] | Defe
                 tout["partition_responses"].append(_partition_error(p.index, ErrorCode.invalid_required_acks))
             elif name is None:
                 tout["partition_responses"].append(_partition_error(p.index, ErrorCode.unknown_topic_id))
+            elif name not in allowed:
+                refused = True
+                tout["partition_responses"].append(_partition_error(p.index, ErrorCode.topic_authorization_failed))
             else:
                 slot = {"index": p.index}
                 tout["partition_responses"].append(slot)
@@ -107,7 +117,7 @@ async def handle_produce(ctx: RequestContext, req: Any) -> dict[str, Any] | Defe
                 }
             )
         if acks == 0:
-            if failed:
+            if failed or refused:
                 raise CloseConnection("acks=0 produce failed")
             return None
         return {"responses": responses, "throttle_time": ctx.throttle_ms}
@@ -174,6 +184,15 @@ async def _verify_transaction(
                 slot.update(_partition_error(index, failed[tp], why))
         slots[:] = [s for s in slots if s[2] not in failed]
     return guards
+
+
+def _topic_name(t: Any, image: Any) -> str | None:
+    name = getattr(t, "name", None)
+    tid = getattr(t, "topic_id", None)
+    if name is None and tid is not None:
+        topic = image.topics_by_id.get(uuids.to_str(tid))
+        return topic.name if topic else None
+    return name
 
 
 def _may_pipeline(ctx: RequestContext) -> bool:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from kopfka.controller.client_quota_control import QuotaAlteration, describe
+from kopfka.controller.client_quota_control import QuotaAlteration, QuotaResult, describe
 from kopfka.protocol.api_versions import EXTRA_APIS
 from kopfka.protocol.errors import ErrorCode, KafkaError
 from kopfka.server.apis.registry import api
+from kopfka.server.auth_helper import AclOperation, authorize_cluster
 from kopfka.server.request_context import RequestContext
 
 DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS = 48, 49
@@ -18,6 +19,9 @@ EXTRA_APIS[ALTER_CLIENT_QUOTAS] = (0, 1)
 
 @api(DESCRIBE_CLIENT_QUOTAS)
 async def handle_describe_client_quotas(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE_CONFIGS):
+        return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "error_message": None,
+                "entries": None}
     filters = [(c.entity_type, int(c.match_type), c.match) for c in req.components]
     try:
         found = describe(ctx.image.client_quotas, filters, bool(req.strict))
@@ -42,7 +46,10 @@ async def handle_alter_client_quotas(ctx: RequestContext, req: Any) -> dict[str,
         )
         for entry in req.entries
     ]
-    results = await ctx.services.controller.alter_client_quotas(alterations, bool(req.validate_only))
+    if not authorize_cluster(ctx, AclOperation.ALTER_CONFIGS):
+        results = [QuotaResult(a.entity, ErrorCode.cluster_authorization_failed) for a in alterations]
+    else:
+        results = await ctx.services.controller.alter_client_quotas(alterations, bool(req.validate_only))
     return alter_client_quotas_response(results)
 
 

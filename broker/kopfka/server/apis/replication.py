@@ -9,6 +9,7 @@ from typing import Any
 from kopfka.protocol.api_versions import EXTRA_APIS
 from kopfka.protocol.errors import ErrorCode, KafkaError
 from kopfka.server.apis.registry import api
+from kopfka.server.auth_helper import AclOperation, authorize_cluster
 from kopfka.server.request_context import RequestContext
 
 EXTRA_APIS.update({43: (0, 2), 45: (0, 0), 46: (0, 0)})
@@ -19,6 +20,12 @@ async def handle_elect_leaders(ctx: RequestContext, req: Any) -> dict[str, Any]:
     wanted = None if req.topic_partitions is None else [
         (t.topic, int(p)) for t in req.topic_partitions for p in t.partitions]
     election_type = int(getattr(req, "election_type", 0))
+    if not authorize_cluster(ctx, AclOperation.ALTER):
+        refused = ErrorCode.cluster_authorization_failed
+        return {"throttle_time": 0, "error_code": refused, "replica_election_results": [
+            {"topic": t.topic, "partition_result": [{"partition_id": int(p), "error_code": refused,
+                                                     "error_message": None} for p in t.partitions]}
+            for t in req.topic_partitions or ()]}
     try:
         results = await ctx.services.controller.elect_leaders(election_type, wanted)
     except KafkaError as exc:
@@ -35,6 +42,9 @@ async def handle_elect_leaders(ctx: RequestContext, req: Any) -> dict[str, Any]:
 async def handle_alter_partition_reassignments(ctx: RequestContext, req: Any) -> dict[str, Any]:
     items = [(t.name, int(p.partition_index), None if p.replicas is None else [int(r) for r in p.replicas])
              for t in req.topics for p in t.partitions]
+    if not authorize_cluster(ctx, AclOperation.ALTER):
+        return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "error_message": None,
+                "responses": []}
     try:
         results = await ctx.services.controller.alter_partition_reassignments(items)
     except KafkaError as exc:
@@ -50,6 +60,9 @@ async def handle_alter_partition_reassignments(ctx: RequestContext, req: Any) ->
 @api(46)
 async def handle_list_partition_reassignments(ctx: RequestContext, req: Any) -> dict[str, Any]:
     wanted = None if req.topics is None else [(t.name, int(p)) for t in req.topics for p in t.partition_indexes]
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE):
+        return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "error_message": None,
+                "topics": []}
     try:
         ongoing = await ctx.services.controller.list_partition_reassignments(wanted)
     except KafkaError as exc:

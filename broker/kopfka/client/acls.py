@@ -1,0 +1,41 @@
+"""ACL admin calls (CreateAcls / DescribeAcls / DeleteAcls) over an Admin connection."""
+
+from __future__ import annotations
+
+from kopfka.client.admin import Admin, _check
+from kopfka.security import acls as a
+from kopfka.security.acls import AclBindingFilter, StandardAcl
+from kopfka.server.apis.acls import acl_from_matching, creation_dict, filter_dict
+
+
+async def create_acls(admin: Admin, acls: list[StandardAcl]) -> None:
+    resp = await admin.conn.request(30, 3, {"creations": [creation_dict(a) for a in acls]})
+    for r in resp.results:
+        _check(r.error_code, r.error_message)
+
+
+async def describe_acls(admin: Admin, f: AclBindingFilter) -> list[StandardAcl]:
+    resp = await admin.conn.request(29, 3, filter_dict(f))
+    _check(resp.error_code, resp.error_message)
+    return [
+        StandardAcl(
+            a.resource_type(int(res.resource_type)),
+            res.resource_name,
+            a.pattern_type(int(res.pattern_type)),
+            d.principal,
+            d.host,
+            a.operation(int(d.operation)),
+            a.permission(int(d.permission_type)),
+        )
+        for res in resp.resources
+        for d in res.acls
+    ]
+
+
+async def delete_acls(admin: Admin, filters: list[AclBindingFilter]) -> list[StandardAcl]:
+    resp = await admin.conn.request(31, 3, {"filters": [filter_dict(f) for f in filters]})
+    removed: list[StandardAcl] = []
+    for r in resp.filter_results:
+        _check(r.error_code, r.error_message)
+        removed.extend(acl_from_matching(m) for m in r.matching_acls)
+    return removed

@@ -1,0 +1,736 @@
+"""The ACL matrix on a real broker with the StandardAuthorizer: for each API, a principal
+without the ACL gets Kafka's *_AUTHORIZATION_FAILED code (and learns nothing about resources it
+may not describe) and with it succeeds; prefixed and deny ACLs; super users; Metadata hiding;
+real clients refused and then allowed; an mTLS principal from ssl.principal.mapping.rules;
+`kopfka acls` as kafka-acls."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from clients import Security, roundtrip
+from conftest import PASSWORD, Pki
+from kopfka.client.admin import Admin
+from kopfka.client.connection import KafkaConnection
+from kopfka.protocol.errors import ErrorCode
+from kopfka.security.client import ClientSecurity
+from kopfka_process import KopfkaProcess, free_port
+
+USERS = {"admin": "admin-pw", "alice": "alice-pw", "bob": "bob-pw"}
+JAAS = (
+    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+    + " ".join(f'user_{u}="{p}"' for u, p in USERS.items())
+    + ";"
+)
+TAF, GAF, CAF = (
+    ErrorCode.topic_authorization_failed,
+    ErrorCode.group_authorization_failed,
+    ErrorCode.cluster_authorization_failed,
+)
+
+
+@dataclass
+class Cluster:
+    proc: KopfkaProcess
+    sasl: int
+    mtls: int
+
+    @property
+    def sasl_addr(self) -> str:
+        return f"127.0.0.1:{self.sasl}"
+
+
+@pytest.fixture(scope="module")
+def authz(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    plain, sasl, mtls = free_port(), free_port(), free_port()
+    listeners = (
+        f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl},MTLS://127.0.0.1:{mtls},"
+        "CONTROLLER://127.0.0.1:9093"
+    )
+    overrides = {
+        "listeners": listeners,
+        "advertised.listeners": listeners.rsplit(",", 1)[0],
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,MTLS:SSL,"
+        "CONTROLLER:PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:admin",
+        "ssl.keystore.type": "PKCS12",
+        "ssl.keystore.location": str(pki.server_p12),
+        "ssl.keystore.password": PASSWORD,
+        "listener.name.mtls.ssl.client.auth": "required",
+        "listener.name.mtls.ssl.truststore.type": "PEM",
+        "listener.name.mtls.ssl.truststore.location": str(pki.ca_pem),
+        "ssl.principal.mapping.rules": "RULE:^CN=([^,]+),OU=eng,.*$/$1/L,DEFAULT",
+        "group.initial.rebalance.delay.ms": "0",
+    }
+    proc = KopfkaProcess(tmp_path_factory.mktemp("acls") / "data", port=plain, overrides=overrides).start()
+    try:
+        yield Cluster(proc, sasl, mtls)
+    finally:
+        proc.kill()
+
+
+def sec(user: str) -> ClientSecurity:
+    return ClientSecurity("SASL_PLAINTEXT", None, "PLAIN", user, USERS[user])
+
+
+async def call(c: Cluster, user: str, api_key: int, version: int, body: dict[str, Any]) -> Any:
+    conn = await KafkaConnection.open(c.sasl_addr, security=sec(user))
+    try:
+        return await conn.request(api_key, version, body)
+    finally:
+        await conn.close()
+
+
+def run(c: Cluster, user: str, api_key: int, version: int, body: dict[str, Any]) -> Any:
+    return asyncio.run(call(c, user, api_key, version, body))
+
+
+def kacls(c: Cluster, *args: str, user: str = "admin", tmp: Any = None) -> subprocess.CompletedProcess[str]:
+    """`kopfka acls` through the SASL listener as `user` (a --command-config file, as kafka-acls)."""
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".properties", delete=False) as f:
+        f.write(
+            "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+            "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
+            f'username="{user}" password="{USERS[user]}";\n'
+        )
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kopfka.cli.main",
+            "acls",
+            "--bootstrap-server",
+            c.sasl_addr,
+            "--command-config",
+            f.name,
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def allow(c: Cluster, *args: str) -> None:
+    out = kacls(c, "--add", "--allow-principal", "User:alice", *args)
+    assert out.returncode == 0, out.stderr
+
+
+def create_topic(c: Cluster, name: str, partitions: int = 1) -> None:
+    async def go() -> None:
+        admin = await Admin.connect(c.sasl_addr, security=sec("admin"))
+        try:
+            await admin.create_topic(name, partitions, 1)
+        finally:
+            await admin.close()
+
+    asyncio.run(go())
+
+
+def produce_body(topic: str) -> dict[str, Any]:
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    b = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 20,
+    )
+    b.append(0, timestamp=None, key=b"k", value=b"v", headers=[])
+    return {
+        "transactional_id": None,
+        "acks": -1,
+        "timeout": 5000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": bytes(b.build())}]}],
+    }
+
+
+def fetch_body(topic: str) -> dict[str, Any]:
+    return {
+        "replica_id": -1,
+        "max_wait": 0,
+        "min_bytes": 0,
+        "max_bytes": 1 << 20,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [
+                    {
+                        "partition": 0,
+                        "current_leader_epoch": -1,
+                        "fetch_offset": 0,
+                        "last_fetched_epoch": -1,
+                        "log_start_offset": -1,
+                        "partition_max_bytes": 1 << 20,
+                    }
+                ],
+            }
+        ],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
+
+
+def metadata_body(*topics: str) -> dict[str, Any]:
+    return {
+        "topics": [{"name": t, "topic_id": None} for t in topics] if topics else None,
+        "allow_auto_topic_creation": False,
+        "include_topic_authorized_operations": True,
+    }
+
+
+# --------------------------------------------------------------- topic APIs, one row per ACL
+
+
+def _pcode(resp: Any) -> ErrorCode:
+    return ErrorCode(resp.responses[0].partition_responses[0].error_code)
+
+
+@dataclass
+class Row:
+    api: str
+    grant: tuple[str, ...]  # kopfka acls arguments (resource and operation) that allow it
+    request: Any  # (topic) -> (api key, version, body)
+    code: Any  # response -> ErrorCode of the checked item
+    refused: ErrorCode
+    setup_topic: bool = True
+
+
+def _fetch_code(resp: Any) -> ErrorCode:
+    return ErrorCode(resp.responses[0].partitions[0].error_code)
+
+
+ROWS = [
+    Row("produce", ("--operation", "Write"), lambda t: (0, 9, produce_body(t)), _pcode, TAF),
+    Row("fetch", ("--operation", "Read"), lambda t: (1, 12, fetch_body(t)), _fetch_code, TAF),
+    Row(
+        "list-offsets",
+        ("--operation", "Describe"),
+        lambda t: (
+            2,
+            7,
+            {
+                "replica_id": -1,
+                "isolation_level": 0,
+                "topics": [
+                    {"name": t, "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}
+                ],
+            },
+        ),
+        lambda r: ErrorCode(r.topics[0].partitions[0].error_code),
+        TAF,
+    ),
+    Row(
+        "offset-for-leader-epoch",
+        ("--operation", "Describe"),
+        lambda t: (
+            23,
+            4,
+            {
+                "replica_id": -1,
+                "topics": [
+                    {"topic": t, "partitions": [{"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}
+                ],
+            },
+        ),
+        lambda r: ErrorCode(r.topics[0].partitions[0].error_code),
+        TAF,
+    ),
+    Row(
+        "create-topics",
+        ("--operation", "Create"),
+        lambda t: (
+            19,
+            7,
+            {
+                "topics": [{"name": t, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}],
+                "timeout": 10000,
+                "validate_only": False,
+            },
+        ),
+        lambda r: ErrorCode(r.topics[0].error_code),
+        TAF,
+        setup_topic=False,
+    ),
+    Row(
+        "delete-topics",
+        ("--operation", "Delete"),
+        lambda t: (20, 6, {"topics": [{"name": t, "topic_id": uuid.UUID(int=0)}], "timeout": 10000}),
+        lambda r: ErrorCode(r.responses[0].error_code),
+        TAF,
+    ),
+    Row(
+        "create-partitions",
+        ("--operation", "Alter"),
+        lambda t: (
+            37,
+            3,
+            {"topics": [{"name": t, "count": 2, "assignments": None}], "timeout": 10000, "validate_only": False},
+        ),
+        lambda r: ErrorCode(r.results[0].error_code),
+        TAF,
+    ),
+    Row(
+        "delete-records",
+        ("--operation", "Delete"),
+        lambda t: (
+            21,
+            2,
+            {"topics": [{"name": t, "partitions": [{"partition_index": 0, "offset": 0}]}], "timeout": 10000},
+        ),
+        lambda r: ErrorCode(r.topics[0].partitions[0].error_code),
+        TAF,
+    ),
+    Row(
+        "describe-configs",
+        ("--operation", "DescribeConfigs"),
+        lambda t: (
+            32,
+            4,
+            {
+                "resources": [{"resource_type": 2, "resource_name": t, "configuration_keys": None}],
+                "include_synonyms": False,
+                "include_documentation": False,
+            },
+        ),
+        lambda r: ErrorCode(r.results[0].error_code),
+        TAF,
+    ),
+    Row(
+        "incremental-alter-configs",
+        ("--operation", "AlterConfigs"),
+        lambda t: (
+            44,
+            1,
+            {
+                "resources": [
+                    {
+                        "resource_type": 2,
+                        "resource_name": t,
+                        "configs": [{"name": "retention.ms", "config_operation": 0, "value": "100000"}],
+                    }
+                ],
+                "validate_only": False,
+            },
+        ),
+        lambda r: ErrorCode(r.responses[0].error_code),
+        TAF,
+    ),
+    Row(
+        "alter-configs",
+        ("--operation", "AlterConfigs"),
+        lambda t: (
+            33,
+            2,
+            {
+                "resources": [
+                    {"resource_type": 2, "resource_name": t, "configs": [{"name": "retention.ms", "value": "100000"}]}
+                ],
+                "validate_only": False,
+            },
+        ),
+        lambda r: ErrorCode(r.responses[0].error_code),
+        TAF,
+    ),
+]
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r.api for r in ROWS])
+def test_topic_api_needs_its_acl(authz: Cluster, row: Row) -> None:
+    topic = f"m-{row.api}"
+    if row.setup_topic:
+        create_topic(authz, topic)
+    key, version, body = row.request(topic)
+    assert row.code(run(authz, "alice", key, version, body)) == row.refused
+    if row.api == "create-topics":
+        # refused before the controller: the topic was not created
+        assert asyncio.run(_exists(authz, topic)) is False
+    allow(authz, "--topic", topic, *row.grant)
+    assert row.code(run(authz, "alice", key, version, body)) == ErrorCode.none
+    assert row.code(run(authz, "bob", key, version, body)) in (row.refused, ErrorCode.unknown_topic_or_partition)
+
+
+async def _exists(c: Cluster, topic: str) -> bool:
+    admin = await Admin.connect(c.sasl_addr, security=sec("admin"))
+    try:
+        _, infos, _ = await admin.metadata()
+        return any(t.name == topic for t in infos)
+    finally:
+        await admin.close()
+
+
+def test_metadata_hides_undescribable_topics(authz: Cluster) -> None:
+    for t in ("vis-a", "vis-b", "hidden"):
+        create_topic(authz, t)
+    allow(authz, "--topic", "vis-", "--resource-pattern-type", "prefixed", "--operation", "Read")
+    listing = run(authz, "alice", 3, 12, metadata_body())
+    names = {t.name for t in listing.topics}
+    assert {"vis-a", "vis-b"} <= names and "hidden" not in names
+    ops = {t.name: t.topic_authorized_operations for t in listing.topics}
+    assert ops["vis-a"] == (1 << 3) | (1 << 8)  # READ and the DESCRIBE it implies
+    # named: the same answer for a hidden topic and one that does not exist
+    named = run(authz, "alice", 3, 12, metadata_body("hidden", "no-such-topic", "vis-a"))
+    by = {t.name: ErrorCode(t.error_code) for t in named.topics}
+    assert by == {"hidden": TAF, "no-such-topic": TAF, "vis-a": ErrorCode.none}
+    assert all(t.topic_id in (None, uuid.UUID(int=0)) for t in named.topics if t.name != "vis-a"), named.topics
+    admin_view = run(authz, "admin", 3, 12, metadata_body())
+    assert "hidden" in {t.name for t in admin_view.topics}
+
+
+def test_auto_create_needs_create(authz: Cluster) -> None:
+    allow(authz, "--topic", "auto-", "--resource-pattern-type", "prefixed", "--operation", "Describe")
+    body = {**metadata_body("auto-x"), "allow_auto_topic_creation": True}
+    assert ErrorCode(run(authz, "alice", 3, 12, body).topics[0].error_code) == TAF
+    allow(authz, "--topic", "auto-", "--resource-pattern-type", "prefixed", "--operation", "Create")
+    resp = run(authz, "alice", 3, 12, body)
+    assert ErrorCode(resp.topics[0].error_code) in (ErrorCode.none, ErrorCode.leader_not_available)
+
+
+def test_prefixed_allow_and_literal_deny(authz: Cluster) -> None:
+    for t in ("team-a", "team-secret", "other"):
+        create_topic(authz, t)
+    allow(authz, "--topic", "team-", "--resource-pattern-type", "prefixed", "--operation", "Write")
+    out = kacls(authz, "--add", "--deny-principal", "User:alice", "--topic", "team-secret", "--operation", "Write")
+    assert out.returncode == 0, out.stderr
+    codes = {t: _pcode(run(authz, "alice", 0, 9, produce_body(t))) for t in ("team-a", "team-secret", "other")}
+    assert codes == {"team-a": ErrorCode.none, "team-secret": TAF, "other": TAF}
+    assert _pcode(run(authz, "admin", 0, 9, produce_body("team-secret"))) == ErrorCode.none  # super user
+
+
+def test_group_apis(authz: Cluster) -> None:
+    create_topic(authz, "gt")
+    group = "g1"
+    find = (10, 4, {"key_type": 0, "coordinator_keys": [group]})
+    assert ErrorCode(run(authz, "alice", *find).coordinators[0].error_code) == GAF
+    join = (
+        11,
+        9,
+        {
+            "group_id": group,
+            "session_timeout": 10000,
+            "rebalance_timeout": 10000,
+            "member_id": "",
+            "group_instance_id": None,
+            "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": b""}],
+            "reason": None,
+        },
+    )
+    assert ErrorCode(run(authz, "alice", *join).error_code) == GAF
+    commit = (
+        8,
+        9,
+        {
+            "group_id": group,
+            "generation_id_or_member_epoch": -1,
+            "member_id": "",
+            "group_instance_id": None,
+            "topics": [
+                {
+                    "name": "gt",
+                    "partitions": [
+                        {
+                            "partition_index": 0,
+                            "committed_offset": 0,
+                            "committed_leader_epoch": -1,
+                            "committed_metadata": "",
+                        }
+                    ],
+                }
+            ],
+        },
+    )
+    fetch = (
+        9,
+        9,
+        {
+            "groups": [
+                {
+                    "group_id": group,
+                    "member_id": None,
+                    "member_epoch": -1,
+                    "topics": [{"name": "gt", "partition_indexes": [0]}],
+                }
+            ],
+            "require_stable": False,
+        },
+    )
+    describe = (15, 5, {"groups": [group], "include_authorized_operations": True})
+    delete = (42, 2, {"groups_names": [group]})
+
+    def commit_code() -> ErrorCode:
+        return ErrorCode(run(authz, "alice", *commit).topics[0].partitions[0].error_code)
+
+    assert commit_code() == GAF
+    assert ErrorCode(run(authz, "alice", *fetch).groups[0].error_code) == GAF
+    assert ErrorCode(run(authz, "alice", *describe).groups[0].error_code) == GAF
+    assert ErrorCode(run(authz, "alice", *delete).results[0].error_code) == GAF
+    allow(authz, "--group", group, "--operation", "Read")
+    deadline = time.monotonic() + 30  # the first FindCoordinator creates __consumer_offsets
+    while (code := ErrorCode(run(authz, "alice", *find).coordinators[0].error_code)) in (
+        ErrorCode.coordinator_not_available,
+        ErrorCode.coordinator_load_in_progress,
+    ) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert code == ErrorCode.none  # READ implies DESCRIBE
+    assert commit_code() == TAF  # the group is fine now, the topic is not
+    allow(authz, "--topic", "gt", "--operation", "Read")
+    assert commit_code() == ErrorCode.none
+    f = run(authz, "alice", *fetch)
+    assert ErrorCode(f.groups[0].error_code) == ErrorCode.none
+    assert f.groups[0].topics[0].partitions[0].committed_offset == 0
+    listed = run(authz, "alice", 16, 5, {"states_filter": [], "types_filter": []})
+    assert group in {g.group_id for g in listed.groups}
+    assert group not in {g.group_id for g in run(authz, "bob", 16, 5, {"states_filter": [], "types_filter": []}).groups}
+    d = run(authz, "alice", *describe).groups[0]
+    assert ErrorCode(d.error_code) == ErrorCode.none and d.authorized_operations == (1 << 3) | (1 << 8)
+    assert ErrorCode(run(authz, "alice", *delete).results[0].error_code) == GAF
+    allow(authz, "--group", group, "--operation", "Delete")
+    assert ErrorCode(run(authz, "alice", *delete).results[0].error_code) == ErrorCode.none
+
+
+def test_cluster_apis(authz: Cluster) -> None:
+    rows = [
+        ((35, 4, {"topics": None}), lambda r: r.error_code, "Describe"),
+        ((46, 0, {"timeout": 5000, "topics": None}), lambda r: r.error_code, "Describe"),
+        ((45, 0, {"timeout": 5000, "topics": []}), lambda r: r.error_code, "Alter"),
+        ((48, 1, {"components": [], "strict": False}), lambda r: r.error_code, "DescribeConfigs"),
+        ((50, 0, {"users": None}), lambda r: r.error_code, "Describe"),
+        (
+            (
+                29,
+                3,
+                {
+                    "resource_type_filter": 1,
+                    "resource_name_filter": None,
+                    "pattern_type_filter": 1,
+                    "principal_filter": None,
+                    "host_filter": None,
+                    "operation": 1,
+                    "permission_type": 1,
+                },
+            ),
+            lambda r: r.error_code,
+            "Describe",
+        ),
+        (
+            (
+                32,
+                4,
+                {
+                    "resources": [{"resource_type": 4, "resource_name": "", "configuration_keys": ["num.io.threads"]}],
+                    "include_synonyms": False,
+                    "include_documentation": False,
+                },
+            ),
+            lambda r: r.results[0].error_code,
+            "DescribeConfigs",
+        ),
+        (
+            (
+                44,
+                1,
+                {
+                    "resources": [
+                        {
+                            "resource_type": 4,
+                            "resource_name": "",
+                            "configs": [{"name": "log.cleaner.threads", "config_operation": 0, "value": "1"}],
+                        }
+                    ],
+                    "validate_only": True,
+                },
+            ),
+            lambda r: r.responses[0].error_code,
+            "AlterConfigs",
+        ),
+        (
+            (
+                49,
+                1,
+                {
+                    "entries": [
+                        {
+                            "entity": [{"entity_type": "user", "entity_name": "x"}],
+                            "ops": [{"key": "producer_byte_rate", "value": 1e6, "remove": False}],
+                        }
+                    ],
+                    "validate_only": True,
+                },
+            ),
+            lambda r: r.entries[0].error_code,
+            "AlterConfigs",
+        ),
+        (
+            (
+                30,
+                3,
+                {
+                    "creations": [
+                        {
+                            "resource_type": 2,
+                            "resource_name": "x",
+                            "resource_pattern_type": 3,
+                            "principal": "User:bob",
+                            "host": "*",
+                            "operation": 3,
+                            "permission_type": 3,
+                        }
+                    ]
+                },
+            ),
+            lambda r: r.results[0].error_code,
+            "Alter",
+        ),
+    ]
+    granted: set[str] = set()
+    for (key, version, body), code, op in rows:
+        assert ErrorCode(code(run(authz, "bob", key, version, body))) == CAF, key  # bob never gets cluster ACLs
+        if op not in granted:
+            assert ErrorCode(code(run(authz, "alice", key, version, body))) == CAF, key
+            allow(authz, "--cluster", "--operation", op)
+            granted.add(op)
+        assert ErrorCode(code(run(authz, "alice", key, version, body))) == ErrorCode.none, key
+    # SCRAM credential changes need ALTER on the cluster: granted above with the CreateAcls row
+    up = {
+        "deletions": [],
+        "upsertions": [
+            {"name": "zed", "mechanism": 1, "iterations": 4096, "salt": b"s" * 16, "salted_password": b"p" * 32}
+        ],
+    }
+    assert ErrorCode(run(authz, "bob", 51, 0, up).results[0].error_code) == CAF
+    assert ErrorCode(run(authz, "alice", 51, 0, up).results[0].error_code) == ErrorCode.none
+
+
+def test_idempotent_producer_with_write_on_any_topic(authz: Cluster) -> None:
+    """KIP-679: bob has no IdempotentWrite, but WRITE on a topic lets InitProducerId through."""
+    body = {"transactional_id": None, "transaction_timeout": 60000, "producer_id": -1, "producer_epoch": -1}
+    assert ErrorCode(run(authz, "bob", 22, 4, body).error_code) == CAF
+    out = kacls(
+        authz,
+        "--add",
+        "--allow-principal",
+        "User:bob",
+        "--topic",
+        "bob-",
+        "--resource-pattern-type",
+        "prefixed",
+        "--operation",
+        "Write",
+    )
+    assert out.returncode == 0, out.stderr
+    assert ErrorCode(run(authz, "bob", 22, 4, body).error_code) == ErrorCode.none
+
+
+def test_real_clients_refused_then_allowed(authz: Cluster) -> None:
+    from confluent_kafka import KafkaError, Producer
+
+    create_topic(authz, "rc")
+    errors: list[KafkaError] = []
+    p = Producer(
+        {
+            "bootstrap.servers": authz.sasl_addr,
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": "bob",
+            "sasl.password": "bob-pw",
+            "enable.idempotence": False,
+            "message.timeout.ms": 5000,
+        }
+    )
+    p.produce("rc", b"x", on_delivery=lambda err, _m: errors.append(err))
+    p.flush(10)
+    assert errors and errors[0] is not None and errors[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    out = kacls(
+        authz,
+        "--add",
+        "--allow-principal",
+        "User:bob",
+        "--producer",
+        "--consumer",
+        "--topic",
+        "rc-",
+        "--resource-pattern-type",
+        "prefixed",
+        "--group",
+        "rc-group",
+    )
+    assert out.returncode == 0, out.stderr
+    for client in ("kafka-python", "aiokafka", "confluent", "kcat"):
+        roundtrip(
+            client,
+            authz.sasl_addr,
+            f"rc-{client}",
+            Security("SASL_PLAINTEXT", mechanism="PLAIN", username="bob", password="bob-pw"),
+            n=4,
+        )
+
+
+def test_mtls_principal_from_mapping_rules(authz: Cluster, pki: Pki) -> None:
+    """CN=alice,OU=eng,O=kopfka,C=US maps to User:alice by the rule; her ACLs apply over mTLS."""
+    create_topic(authz, "mtls-acl")
+    sec_tls = Security("SSL", ca=str(pki.ca_pem), cert=str(pki.alice_cert), key=str(pki.alice_key))
+    with pytest.raises(AssertionError):
+        roundtrip("confluent", f"127.0.0.1:{authz.mtls}", "mtls-acl", sec_tls, n=2, timeout=8)
+    allow(authz, "--topic", "mtls-acl", "--operation", "Write", "--operation", "Read")
+    roundtrip("kafka-python", f"127.0.0.1:{authz.mtls}", "mtls-acl", sec_tls, n=2)
+
+
+def test_kopfka_acls_cli(authz: Cluster) -> None:
+    out = kacls(
+        authz,
+        "--add",
+        "--allow-principal",
+        "User:bob",
+        "--allow-principal",
+        "User:alice",
+        "--operation",
+        "Read",
+        "--operation",
+        "Describe",
+        "--topic",
+        "cli-t",
+        "--group",
+        "cli-g",
+    )
+    assert out.returncode == 0, out.stderr
+    assert (
+        "Adding ACLs for resource `ResourcePattern(resourceType=TOPIC, name=cli-t, patternType=LITERAL)`" in out.stdout
+    )
+    listed = kacls(authz, "--list", "--topic", "cli-t")
+    assert listed.returncode == 0
+    assert "(principal=User:bob, host=*, operation=READ, permissionType=ALLOW)" in listed.stdout
+    assert "(principal=User:alice, host=*, operation=DESCRIBE, permissionType=ALLOW)" in listed.stdout
+    only_bob = kacls(authz, "--list", "--principal", "User:bob", "--topic", "cli-t")
+    assert "User:alice" not in only_bob.stdout and "User:bob" in only_bob.stdout
+    removed = kacls(authz, "--remove", "--allow-principal", "User:bob", "--operation", "Read", "--topic", "cli-t")
+    assert removed.returncode == 0 and "operation=READ" in removed.stdout
+    gone = kacls(authz, "--list", "--topic", "cli-t")
+    assert "principal=User:bob, host=*, operation=READ" not in gone.stdout
+    assert kacls(authz, "--remove", "--topic", "cli-t").returncode == 0  # every ACL of the topic
+    assert "cli-t" not in kacls(authz, "--list", "--topic", "cli-t").stdout
+    refused = kacls(authz, "--list", user="bob")
+    assert refused.returncode == 1 and "CLUSTER_AUTHORIZATION_FAILED" in refused.stderr
+    bad = kacls(authz, "--add", "--allow-principal", "User:bob", "--operation", "IdempotentWrite", "--topic", "x")
+    assert bad.returncode == 1 and "only supports operations" in bad.stderr
+    bad = kacls(authz, "--add", "--allow-principal", "bob", "--operation", "Read", "--topic", "x")
+    assert bad.returncode == 1 and "Type:name" in bad.stderr
