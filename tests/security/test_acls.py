@@ -354,6 +354,24 @@ ROWS = [
 ]
 
 
+ROWS += [
+    Row(
+        "describe-producers",
+        ("--operation", "Read"),
+        lambda t: (61, 0, {"topics": [{"name": t, "partition_indexes": [0]}]}),
+        lambda r: ErrorCode(r.topics[0].partitions[0].error_code),
+        TAF,
+    ),
+    Row(
+        "describe-topic-partitions",
+        ("--operation", "Describe"),
+        lambda t: (75, 0, {"topics": [{"name": t}], "response_partition_limit": 100, "cursor": None}),
+        lambda r: ErrorCode(r.topics[0].error_code),
+        TAF,
+    ),
+]
+
+
 @pytest.mark.parametrize("row", ROWS, ids=[r.api for r in ROWS])
 def test_topic_api_needs_its_acl(authz: Cluster, row: Row) -> None:
     topic = f"m-{row.api}"
@@ -673,6 +691,8 @@ def test_real_clients_refused_then_allowed(authz: Cluster) -> None:
         "prefixed",
         "--group",
         "rc-group",
+        "--group",
+        "g-rc-",
     )
     assert out.returncode == 0, out.stderr
     for client in ("kafka-python", "aiokafka", "confluent", "kcat"):
@@ -734,3 +754,53 @@ def test_kopfka_acls_cli(authz: Cluster) -> None:
     assert bad.returncode == 1 and "only supports operations" in bad.stderr
     bad = kacls(authz, "--add", "--allow-principal", "bob", "--operation", "Read", "--topic", "x")
     assert bad.returncode == 1 and "Type:name" in bad.stderr
+
+
+def test_transactions_need_transactional_id_acls(authz: Cluster) -> None:
+    """A transactional producer needs WRITE on its transactional id (InitProducerId, EndTxn, ...),
+    WRITE on the topic and, for its offsets, READ on the group; then it commits as usual."""
+    from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+    create_topic(authz, "tx-t")
+    conf = {
+        "bootstrap.servers": authz.sasl_addr,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": "bob",
+        "sasl.password": "bob-pw",
+    }
+    init = (
+        22,
+        4,
+        {"transactional_id": "tx-bob", "transaction_timeout": 60000, "producer_id": -1, "producer_epoch": -1},
+    )
+    assert ErrorCode(run(authz, "bob", *init).error_code) == ErrorCode.transactional_id_authorization_failed
+    end = (26, 4, {"transactional_id": "tx-bob", "producer_id": 1, "producer_epoch": 0, "committed": True})
+    assert ErrorCode(run(authz, "bob", *end).error_code) == ErrorCode.transactional_id_authorization_failed
+    p = Producer({**conf, "transactional.id": "tx-bob", "transaction.timeout.ms": 60000})
+    with pytest.raises(KafkaException) as info:
+        p.init_transactions(10)
+    assert info.value.args[0].code() == ErrorCode.transactional_id_authorization_failed.value
+    for args in (
+        ("--transactional-id", "tx-bob", "--operation", "Write"),
+        ("--topic", "tx-t", "--operation", "Write"),
+        ("--topic", "tx-t", "--operation", "Read"),
+    ):
+        out = kacls(authz, "--add", "--allow-principal", "User:bob", *args)
+        assert out.returncode == 0, out.stderr
+    p = Producer({**conf, "transactional.id": "tx-bob", "transaction.timeout.ms": 60000})
+    p.init_transactions(30)
+    p.begin_transaction()
+    for i in range(3):
+        p.produce("tx-t", b"%d" % i)
+    p.commit_transaction(30)
+    c = Consumer({**conf, "group.id": "unused", "isolation.level": "read_committed", "enable.auto.commit": False})
+    c.assign([TopicPartition("tx-t", 0, 0)])
+    got = []
+    deadline = time.monotonic() + 30
+    while len(got) < 3 and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and m.error() is None:
+            got.append(m.value())
+    c.close()
+    assert got == [b"0", b"1", b"2"]

@@ -37,7 +37,8 @@ class BodyError(ValueError):
     """The body declares more than it holds."""
 
 
-Step = tuple[str, Any]  # ("fixed", n) | ("var", prefix width) | ("entity", plan) | ("array", element step)
+# ("fixed", n) | ("var", prefix width) | ("entity", plan) | ("nullable_entity", plan) | ("array", element step)
+Step = tuple[str, Any]
 
 
 def _unwrap(tp: Any) -> Any:
@@ -66,12 +67,15 @@ def plan_of(cls: type) -> tuple[bool, tuple[Step, ...]]:
     for f in dataclasses.fields(cls):
         if "tag" in f.metadata:
             continue  # tagged fields are skipped by size in the tagged-field block
-        tp = _unwrap(hints[f.name])
+        hint = hints[f.name]
+        tp = _unwrap(hint)
         kafka_type = f.metadata.get("kafka_type")
         if typing.get_origin(tp) is tuple:
             step = ("array", _element_step(typing.get_args(tp)[0], kafka_type))
         else:
             step = _element_step(tp, kafka_type)
+            if step[0] == "entity" and tp is not hint:  # a nullable struct: int8 marker, -1 = null
+                step = ("nullable_entity", step[1])
         if step[0] == "fixed" and steps and steps[-1][0] == "fixed":
             steps[-1] = ("fixed", steps[-1][1] + step[1])  # one skip for a run of fixed-size fields
         else:
@@ -113,6 +117,13 @@ def _walk(step: Step, flexible: bool, buf: memoryview, pos: int, end: int) -> in
         pos += max(n, 0)
     elif kind == "entity":
         pos = walk(arg, buf, pos, end)
+    elif kind == "nullable_entity":
+        if pos >= end:
+            raise BodyError("truncated struct marker")
+        marker = buf[pos]
+        pos += 1
+        if marker != 0xFF:
+            pos = walk(arg, buf, pos, end)
     else:  # array
         count, pos = _length(buf, pos, end, flexible, 4)
         if count > end - pos and not (arg[0] == "fixed" and arg[1] == 0):

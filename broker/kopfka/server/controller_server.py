@@ -57,8 +57,28 @@ class ControllerServices:
 
 
 # answered to any authenticated peer; everything else on the controller listener is node-to-node
-# traffic and needs CLUSTER_ACTION on the cluster (the broker's principal, usually a super user)
+# traffic (raft, lifecycle, requests forwarded by brokers after their own ACL checks) and needs
+# CLUSTER_ACTION on the cluster — except the admin requests Kafka's controllers serve clients
+# bootstrapped on them (KIP-919), which need Kafka's operation on the cluster
 OPEN_CONTROLLER_APIS = {API_VERSIONS_KEY, 17, 36}
+CLIENT_CONTROLLER_APIS = {
+    55: AclOperation.DESCRIBE,  # DescribeQuorum
+    60: AclOperation.DESCRIBE,  # DescribeCluster
+    57: AclOperation.ALTER,  # UpdateFeatures
+    80: AclOperation.ALTER,  # AddRaftVoter
+    81: AclOperation.ALTER,  # RemoveRaftVoter
+}
+
+
+def controller_request_allowed(svc: ControllerServices, principal: Any, host: str, api_key: int) -> bool:
+    authz = svc.authorizer
+    if authz is None or api_key in OPEN_CONTROLLER_APIS:
+        return True
+    if authz.authorize(principal, host, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME,
+                       log_denied=False):
+        return True
+    op = CLIENT_CONTROLLER_APIS.get(api_key)
+    return op is not None and authz.authorize(principal, host, op, ResourceType.CLUSTER, CLUSTER_NAME)
 
 
 ControllerHandler = Callable[[ControllerServices, int, Any], Awaitable[dict[str, Any]]]
@@ -97,9 +117,7 @@ class ControllerConnection(Connection):
         except Exception as exc:  # kio raises assorted errors on malformed input
             raise FrameError(f"cannot parse {schema.__name__} v{version}: {exc}") from exc
         svc = self.server.services
-        if svc.authorizer is not None and api_key not in OPEN_CONTROLLER_APIS and not svc.authorizer.authorize(
-            self.principal, self.client_host, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME
-        ):
+        if not controller_request_allowed(svc, self.principal, self.client_host, api_key):
             log.warning(
                 "Closing controller connection from %s: %s may not send request %s (needs ClusterAction)",
                 self.peer,

@@ -2,7 +2,8 @@
 
 The transaction coordinator sends WriteTxnMarkers to partition leaders, and partition leaders
 send AddPartitionsToTxn (KIP-890 verification) to transaction coordinators, over the
-inter-broker listener (`inter.broker.listener.name`, else the first listener). One connection
+inter-broker listener (`inter.broker.listener.name`, else the first listener), secured as that
+listener is (TLS, SASL: kopfka.security.client). One connection
 per peer, opened on first use and dropped on any error so the next request reconnects to
 wherever the metadata image says the peer now is.
 """
@@ -14,13 +15,16 @@ from typing import Any
 
 from kopfka.client.connection import KafkaConnection
 from kopfka.protocol.errors import ErrorCode, KafkaError
+from kopfka.security.client import ClientSecurity
+from kopfka.security.listeners import inter_broker_listener
 
 
 class InterBrokerClient:
-    def __init__(self, services: Any) -> None:
+    def __init__(self, services: Any, security: ClientSecurity | None = None) -> None:
         self.services = services
-        names = [lst.name for lst in getattr(services.config, "broker_listeners", [])]
-        self.listener = services.config["inter.broker.listener.name"] or (names[0] if names else "PLAINTEXT")
+        self.security = security
+        config = services.config
+        self.listener = inter_broker_listener(config) if hasattr(config, "broker_listeners") else "PLAINTEXT"
         self._conns: dict[int, KafkaConnection] = {}
         self._opening: dict[int, asyncio.Lock] = {}
 
@@ -36,7 +40,7 @@ class InterBrokerClient:
                 ep = b.endpoints[0]
             if ep is None:
                 raise KafkaError(ErrorCode.broker_not_available, f"no endpoint known for broker {broker_id}")
-            conn = await KafkaConnection.open(f"{ep.host}:{ep.port}", timeout=5)
+            conn = await KafkaConnection.open(f"{ep.host}:{ep.port}", timeout=5, security=self.security)
             self._conns[broker_id] = conn
             return conn
 

@@ -229,7 +229,7 @@ class KafkaServer:
         from kopfka.server.inter_broker import InterBrokerClient
         from kopfka.server.txn_verification import TransactionVerifier
 
-        services.inter_broker = InterBrokerClient(services)
+        services.inter_broker = InterBrokerClient(services, self.inter_broker_security)
         services.txn_verifier = TransactionVerifier(services)
         services.txn_coordinator = TransactionCoordinator(services)
         self.txn_coordinator = services.txn_coordinator

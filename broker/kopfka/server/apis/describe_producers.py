@@ -8,6 +8,7 @@ from typing import Any
 from kopfka.protocol.api_versions import EXTRA_APIS
 from kopfka.protocol.errors import ErrorCode, KafkaError
 from kopfka.server.apis.registry import api
+from kopfka.server.auth_helper import AclOperation, ResourceType, authorized_names
 from kopfka.server.request_context import RequestContext
 
 DESCRIBE_PRODUCERS = 61
@@ -42,10 +43,25 @@ def _partition(ctx: RequestContext, topic: str, index: int) -> dict[str, Any]:
     return out
 
 
+def _refused(index: int) -> dict[str, Any]:
+    return {
+        "partition_index": index,
+        "error_code": ErrorCode.topic_authorization_failed,
+        "error_message": None,
+        "active_producers": [],
+    }
+
+
 @api(DESCRIBE_PRODUCERS)
 async def handle_describe_producers(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    may_read = authorized_names(ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in req.topics))
     topics = [
-        {"name": t.name, "partitions": [_partition(ctx, t.name, int(i)) for i in t.partition_indexes]}
+        {
+            "name": t.name,
+            "partitions": [
+                _partition(ctx, t.name, int(i)) if t.name in may_read else _refused(int(i)) for i in t.partition_indexes
+            ],
+        }
         for t in req.topics
     ]
     return {"throttle_time": 0, "topics": topics}

@@ -18,6 +18,7 @@ from kopfka.protocol.api_versions import EXTRA_APIS
 from kopfka.protocol.errors import ErrorCode, KafkaError
 from kopfka.server.apis.metadata import AUTHORIZED_OPERATIONS_OMITTED
 from kopfka.server.apis.registry import api
+from kopfka.server.auth_helper import AclOperation, ResourceType, authorized_names
 from kopfka.server.request_context import RequestContext
 
 DESCRIBE_TOPIC_PARTITIONS = 75
@@ -105,9 +106,19 @@ async def handle_describe_topic_partitions(ctx: RequestContext, req: Any) -> dic
     image = ctx.image
     requested = [t.name for t in req.topics]
     list_all = not requested
+    # topics the principal may not describe: left out of a listing, refused by name (never revealed)
+    visible = authorized_names(
+        ctx,
+        AclOperation.DESCRIBE,
+        ResourceType.TOPIC,
+        image.topics_by_name if list_all else requested,
+        log_denied=not list_all,
+    )
+    refused = [n for n in dict.fromkeys(requested) if n not in visible]
+    requested = [n for n in requested if n in visible]
     cursor = (req.cursor.topic_name, int(req.cursor.partition_index)) if req.cursor is not None else None
     first = cursor[0] if cursor is not None else ""
-    names = sorted({n for n in (image.topics_by_name if list_all else requested) if n >= first})
+    names = sorted({n for n in (visible if list_all else requested) if n >= first})
     if cursor is not None and ((not list_all and cursor[0] not in names) or cursor[1] < 0):
         # Kafka answers an InvalidRequestException with the error on every requested topic
         return {
@@ -118,4 +129,6 @@ async def handle_describe_topic_partitions(ctx: RequestContext, req: Any) -> dic
             "next_cursor": None,
         }
     limit = max(min(int(ctx.services.config["max.request.partition.size.limit"]), int(req.response_partition_limit)), 1)
-    return describe(image, names, ctx.listener_name, limit, cursor, list_all)
+    out = describe(image, names, ctx.listener_name, limit, cursor, list_all)
+    out["topics"] += [_topic(n, uuids.ZERO_UUID, ErrorCode.topic_authorization_failed, []) for n in refused]
+    return out

@@ -9,6 +9,7 @@ from typing import Any
 from kopfka.protocol.api_versions import EXTRA_APIS
 from kopfka.protocol.errors import ErrorCode, KafkaError
 from kopfka.server.apis.registry import api
+from kopfka.server.auth_helper import AclOperation, authorize_cluster
 from kopfka.server.request_context import RequestContext
 
 UPDATE_FEATURES = 57
@@ -37,6 +38,8 @@ def update_features_response(names: list[str], code: ErrorCode, message: str | N
 @api(UPDATE_FEATURES)
 async def handle_update_features(ctx: RequestContext, req: Any) -> dict[str, Any]:
     updates = feature_updates(req, ctx.api_version)
+    if not authorize_cluster(ctx, AclOperation.ALTER):
+        return update_features_response([u[0] for u in updates], ErrorCode.cluster_authorization_failed, None)
     try:
         code, message = await ctx.services.controller.update_features(updates, validate_only=bool(req.validate_only))
     except KafkaError as exc:

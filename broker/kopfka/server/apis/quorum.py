@@ -13,6 +13,7 @@ from typing import Any
 from kopfka.protocol.api_versions import EXTRA_APIS
 from kopfka.protocol.errors import ErrorCode, KafkaError
 from kopfka.server.apis.registry import api
+from kopfka.server.auth_helper import AclOperation, authorize_cluster
 from kopfka.server.request_context import RequestContext
 
 DESCRIBE_QUORUM, ADD_RAFT_VOTER, REMOVE_RAFT_VOTER = 55, 80, 81
@@ -41,6 +42,9 @@ def _voter_endpoint(ctx: RequestContext) -> tuple[str, int] | None:
 
 @api(DESCRIBE_QUORUM)
 async def handle_describe_quorum(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE):
+        return {"error_code": ErrorCode.cluster_authorization_failed, "error_message": None, "topics": [],
+                "nodes": []}
     controller = ctx.services.controller
     forward = getattr(controller, "forward", None)
     if forward is None:  # the in-process quorum of the embedded default
@@ -57,6 +61,8 @@ async def handle_describe_quorum(ctx: RequestContext, req: Any) -> dict[str, Any
 
 
 async def _forward_voter_change(ctx: RequestContext, api_key: int, req: Any) -> dict[str, Any]:
+    if not authorize_cluster(ctx, AclOperation.ALTER):
+        return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "error_message": None}
     forward = getattr(ctx.services.controller, "forward", None)
     if forward is None:
         return {

@@ -4,7 +4,9 @@ describe_producers).
 
 The logic lives in kopfka.coordinator.transaction (coordinator side), kopfka.server.txn_markers
 (partition leader side) and the group coordinator (transactional offsets); these handlers
-translate between kio entities and it.
+translate between kio entities and it, and check Kafka's ACLs: WRITE on the transactional id for
+the producer's requests, READ on the group for its offsets, WRITE/READ on the topics, ClusterAction
+for the broker-to-broker ones (AddPartitionsToTxn v4+, WriteTxnMarkers), DESCRIBE to look.
 """
 
 from __future__ import annotations
@@ -17,6 +19,14 @@ from kopfka.coordinator.group.coordinator import OFFSETS_TOPIC, partition_for
 from kopfka.protocol.api_versions import EXTRA_APIS
 from kopfka.protocol.errors import ErrorCode, KafkaError
 from kopfka.server.apis.registry import api
+from kopfka.server.auth_helper import (
+    AclOperation,
+    ResourceType,
+    authorize,
+    authorize_by_resource_type,
+    authorize_cluster,
+    authorized_names,
+)
 from kopfka.server.request_context import RequestContext
 from kopfka.server.txn_markers import TxnMarker, write_txn_markers
 
@@ -40,6 +50,11 @@ def _ms(v: Any) -> int:
 def _instant(ms: int) -> datetime.datetime:
     """A non-nullable timestamp field, -1 (none) included."""
     return datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC) + datetime.timedelta(milliseconds=ms)
+
+
+def _txn_id_access(ctx: RequestContext, op: AclOperation, transactional_id: str) -> None:
+    if not authorize(ctx, op, ResourceType.TRANSACTIONAL_ID, transactional_id):
+        raise KafkaError(ErrorCode.transactional_id_authorization_failed)
 
 
 def _txn(ctx: RequestContext) -> Any:
@@ -68,6 +83,12 @@ async def handle_init_producer_id(ctx: RequestContext, req: Any) -> dict[str, An
                 ErrorCode.transactional_id_authorization_failed,
                 "two-phase commit (KIP-939) is not enabled (transaction.two.phase.commit.enable)",
             )
+        if req.transactional_id is not None:
+            _txn_id_access(ctx, AclOperation.WRITE, req.transactional_id)
+        elif not authorize_cluster(ctx, AclOperation.IDEMPOTENT_WRITE, log_denied=False) and not (
+            authorize_by_resource_type(ctx, AclOperation.WRITE, ResourceType.TOPIC)
+        ):  # an idempotent producer: IdempotentWrite, or WRITE on some topic (KIP-679)
+            raise KafkaError(ErrorCode.cluster_authorization_failed)
         if req.transactional_id is None:
             new_pid, epoch = await ctx.services.producer_ids.generate(), 0
         else:
@@ -107,11 +128,14 @@ async def _add_one(
     from_broker: bool,
 ) -> dict[tuple[str, int], ErrorCode]:
     exists = _existing(ctx, topics)
-    if not from_broker and not all(exists.values()):
-        return {
-            tp: ErrorCode.operation_not_attempted if ok else ErrorCode.unknown_topic_or_partition
-            for tp, ok in exists.items()
-        }
+    if not from_broker:  # a producer's request (v3 and below): its transactional id and topics
+        if not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
+            return dict.fromkeys(exists, ErrorCode.transactional_id_authorization_failed)
+        may_write = authorized_names(ctx, AclOperation.WRITE, ResourceType.TOPIC, (t for t, _ in topics))
+        refused = {tp: ErrorCode.topic_authorization_failed for tp in exists if tp[0] not in may_write}
+        unknown = {tp: ErrorCode.unknown_topic_or_partition for tp, ok in exists.items() if not ok}
+        if refused or unknown:
+            return {tp: refused.get(tp) or unknown.get(tp) or ErrorCode.operation_not_attempted for tp in exists}
     try:
         coord = _txn(ctx)
         if verify_only:
@@ -141,6 +165,8 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, req: Any) -> dict[st
                 for tp, c in errors.items()
             }
         return {"throttle_time": 0, "results_by_topic_v3_and_below": _topic_results(errors)}
+    if not authorize_cluster(ctx, AclOperation.CLUSTER_ACTION):  # v4+: only brokers verify transactions
+        return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "results_by_transaction": []}
     results = []
     for txn in req.transactions:
         topics = [(t.name, list(t.partitions)) for t in txn.topics]
@@ -174,6 +200,9 @@ def _fenced_code(ctx: RequestContext, code: ErrorCode, fenced_since: int) -> Err
 @api(25)
 async def handle_add_offsets_to_txn(ctx: RequestContext, req: Any) -> dict[str, Any]:
     try:
+        _txn_id_access(ctx, AclOperation.WRITE, req.transactional_id)
+        if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, req.group_id):
+            raise KafkaError(ErrorCode.group_authorization_failed)
         gc = ctx.services.group_coordinator
         n = gc.num_partitions if gc is not None else int(ctx.services.config["offsets.topic.num.partitions"])
         tp = (OFFSETS_TOPIC, partition_for(req.group_id, n))
@@ -187,6 +216,7 @@ async def handle_add_offsets_to_txn(ctx: RequestContext, req: Any) -> dict[str, 
 @api(26)
 async def handle_end_txn(ctx: RequestContext, req: Any) -> dict[str, Any]:
     try:
+        _txn_id_access(ctx, AclOperation.WRITE, req.transactional_id)
         pid, epoch = await _txn(ctx).end_transaction(
             req.transactional_id,
             req.producer_id,
@@ -217,7 +247,12 @@ async def handle_write_txn_markers(ctx: RequestContext, req: Any) -> dict[str, A
         )
         for m in req.markers
     ]
-    results = await write_txn_markers(ctx.services, markers)
+    if not authorize_cluster(ctx, AclOperation.ALTER, log_denied=False) and not authorize_cluster(
+        ctx, AclOperation.CLUSTER_ACTION
+    ):  # only transaction coordinators (brokers) write markers
+        results = [dict.fromkeys(m.partitions, ErrorCode.cluster_authorization_failed) for m in markers]
+    else:
+        results = await write_txn_markers(ctx.services, markers)
     out = []
     for m, errors in zip(markers, results, strict=True):
         by_topic: dict[str, list[dict[str, Any]]] = {}
@@ -243,19 +278,29 @@ async def handle_txn_offset_commit(ctx: RequestContext, req: Any) -> dict[str, A
         for p in t.partitions
     ]
     results: dict[tuple[str, int], ErrorCode] = {}
+    may_read = authorized_names(ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in req.topics))
     try:
+        _txn_id_access(ctx, AclOperation.WRITE, req.transactional_id)
+        if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, req.group_id):
+            raise KafkaError(ErrorCode.group_authorization_failed)
+        results = {(t, p): ErrorCode.topic_authorization_failed for t, p, *_ in entries if t not in may_read}
+        entries = [e for e in entries if e[0] in may_read]
         gc = ctx.services.group_coordinator
         if gc is None:
             raise KafkaError(ErrorCode.coordinator_not_available, "the group coordinator is not running")
         await _verify_offsets_partition(ctx, req, gc)
-        results = await gc.commit_offsets(
-            req.group_id,
-            getattr(req, "member_id", ""),
-            int(getattr(req, "generation_id", -1)),
-            getattr(req, "group_instance_id", None),
-            entries,
-            api_version=ctx.api_version,
-            producer=(int(req.producer_id), int(req.producer_epoch)),
+        results.update(
+            await gc.commit_offsets(
+                req.group_id,
+                getattr(req, "member_id", ""),
+                int(getattr(req, "generation_id", -1)),
+                getattr(req, "group_instance_id", None),
+                entries,
+                api_version=ctx.api_version,
+                producer=(int(req.producer_id), int(req.producer_epoch)),
+            )
+            if entries
+            else {}
         )
         group_error = ErrorCode.none
     except KafkaError as exc:
@@ -297,7 +342,13 @@ async def handle_describe_transactions(ctx: RequestContext, req: Any) -> dict[st
     states = []
     for tid in req.transactional_ids:
         try:
+            _txn_id_access(ctx, AclOperation.DESCRIBE, tid)
             d = _txn(ctx).describe(tid)
+            # the transaction's topics the principal may not describe are left out (as Kafka)
+            visible = authorized_names(
+                ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t["topic"] for t in d["topics"]), log_denied=False
+            )
+            d = {**d, "topics": [t for t in d["topics"] if t["topic"] in visible]}
         except KafkaError as exc:
             d = {
                 "transactional_id": tid,
@@ -339,6 +390,17 @@ async def handle_list_transactions(ctx: RequestContext, req: Any) -> dict[str, A
             int(getattr(req, "duration_filter", -1)),
             pattern,
         )
+        visible = authorized_names(
+            ctx,
+            AclOperation.DESCRIBE,
+            ResourceType.TRANSACTIONAL_ID,
+            (s["transactional_id"] for s in out.get("transaction_states", ())),
+            log_denied=False,
+        )
+        out = {
+            **out,
+            "transaction_states": [s for s in out.get("transaction_states", ()) if s["transactional_id"] in visible],
+        }
     except KafkaError as exc:
         out = {"error_code": exc.code, "unknown_state_filters": [], "transaction_states": []}
     return {"throttle_time": 0, **out}
