@@ -42,7 +42,8 @@ def ceiling_write(path: Path, total: int, chunk: int = MiB) -> float:
     return total / dt / MiB
 
 
-def produce(bootstrap: str, topic: str, total: int, record: int = 1024) -> float:
+def produce(bootstrap: str, topic: str, total: int, record: int = 1024, extra: dict[str, str] | None = None) -> float:
+    """`extra`: more client settings (e.g. TLS for benchmarks/security.py)."""
     from confluent_kafka import Producer
 
     p = Producer(
@@ -55,6 +56,7 @@ def produce(bootstrap: str, topic: str, total: int, record: int = 1024) -> float
             "enable.idempotence": False,
             "queue.buffering.max.kbytes": 512 * 1024,
             "message.max.bytes": 2 * MiB,
+            **(extra or {}),
         }
     )
     value = os.urandom(record)
