@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import os
 import socket
+import ssl
 import sys
 import tempfile
 import threading
@@ -43,7 +44,7 @@ def ceiling_write(path: Path, total: int, chunk: int = MiB) -> float:
 
 
 def produce(bootstrap: str, topic: str, total: int, record: int = 1024, extra: dict[str, str] | None = None) -> float:
-    """`extra`: more client settings (e.g. TLS for benchmarks/security.py)."""
+    """`extra`: more client settings (e.g. TLS for benchmarks/listener_security.py)."""
     from confluent_kafka import Producer
 
     p = Producer(
@@ -128,15 +129,21 @@ def _fetch_request_v12(topic: str, offset: int, corr: int) -> bytes:
 
 
 def raw_fetch(bootstrap: str, topic: str, end: int) -> float:
-    """Fetch v12 in a loop over a blocking socket, reading into one preallocated buffer and
-    parsing only the batch headers needed to find the next offset (as cheap as the sendfile
-    ceiling's receiver, so the broker is what is measured)."""
+    return raw_fetch_bytes(bootstrap, topic, end)[0]
+
+
+def raw_fetch_bytes(bootstrap: str, topic: str, end: int, tls: ssl.SSLContext | None = None) -> tuple[float, int]:
+    """Fetch v12 in a loop over a blocking socket (TLS-wrapped with `tls`), reading into one
+    preallocated buffer and parsing only the batch headers needed to find the next offset (as
+    cheap as the sendfile ceiling's receiver, so the broker is what is measured). (MiB/s, bytes)"""
     import struct
 
     from kopfka.protocol.records import iter_batches
 
     host, port = bootstrap.rsplit(":", 1)
     s = socket.create_connection((host, int(port)))
+    if tls is not None:
+        s = tls.wrap_socket(s, server_hostname=host)
     buf = bytearray(80 * MiB)
     view = memoryview(buf)
     offset = got = 0
@@ -165,7 +172,7 @@ def raw_fetch(bootstrap: str, topic: str, end: int) -> float:
         offset = last.next_offset
     dt = time.perf_counter() - t0
     s.close()
-    return got / dt / MiB
+    return got / dt / MiB, got
 
 
 def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
