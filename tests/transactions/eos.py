@@ -1,0 +1,79 @@
+"""Driving eos_worker.py processes and auditing their output: every input record exactly once
+in what read_committed sees, the killed transactions' records present but aborted."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from transactions.helpers import read_values
+
+WORKER = Path(__file__).with_name("eos_worker.py")
+IN, OUT, GROUP, TXN_ID = "eos-in", "eos-out", "eos-g", "eos-tx"
+
+
+def feed(bootstrap: str, n: int, partitions: int) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for i in range(n):
+        p.produce(IN, value=str(i).encode(), partition=i % partitions)
+    assert p.flush(60) == 0
+
+
+class Worker:
+    def __init__(self, bootstrap: str, root: Path, label: str, txn_id: str = TXN_ID) -> None:
+        self.progress = root / f"{label}.progress"
+        self.log = root / f"{label}.log"
+        self.proc = subprocess.Popen(
+            [sys.executable, str(WORKER), bootstrap, IN, OUT, GROUP, txn_id, str(self.progress)],
+            stdout=open(self.log, "ab"),
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+
+    def lines(self) -> list[str]:
+        try:
+            return self.progress.read_text().splitlines()
+        except FileNotFoundError:
+            return []
+
+    def wait_for(self, line: str, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while line not in self.lines():
+            assert self.proc.poll() is None, f"worker exited {self.proc.returncode}:\n{self.log.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, f"worker never logged {line!r}:\n{self.lines()[-5:]}"
+            time.sleep(0.05)
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+
+    def wait_done(self, timeout: float = 180) -> None:
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"worker still running after {timeout}s:\n{self.lines()[-5:]}") from None
+        assert rc == 0, f"worker exited {rc}:\n{self.log.read_text()[-3000:]}"
+
+
+def audit(bootstrap: str, n: int, partitions: int, *, aborted_in_log: bool = False) -> None:
+    committed = read_values("confluent", bootstrap, OUT, partitions, committed=True, timeout=60)
+    missing = Counter(f"out-{i}" for i in range(n)) - Counter(committed)
+    duplicated = Counter(committed) - Counter(f"out-{i}" for i in range(n))
+    assert not missing and not duplicated, f"missing {sorted(missing)[:10]}, duplicated {sorted(duplicated)[:10]}"
+    if aborted_in_log:
+        everything = read_values("confluent", bootstrap, OUT, partitions, committed=False, timeout=60)
+        assert len(everything) > n, "the killed transaction's records are in the log (aborted)"
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP})
+    try:
+        offsets = c.committed([TopicPartition(IN, p) for p in range(partitions)], 30)
+        ends = [c.get_watermark_offsets(TopicPartition(IN, p), 30)[1] for p in range(partitions)]
+    finally:
+        c.close()
+    assert [tp.offset for tp in offsets] == ends, "the input offsets were committed with the output"
