@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 from dataclasses import dataclass
+from typing import Any
 
 CLIENTS = ("kafka-python", "aiokafka", "confluent", "kcat")
 
@@ -158,3 +159,25 @@ async def _aiokafka(bootstrap: str, topic: str, sec: Security, sent: list[bytes]
         return got
     finally:
         await c.stop()
+
+
+def produce_body(topic: str, value: bytes = b"v") -> dict[str, Any]:
+    """A ProduceRequest v9 body with one record (for raw requests through kopfka's client)."""
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    b = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 20,
+    )
+    b.append(0, timestamp=None, key=b"k", value=value, headers=[])
+    return {
+        "transactional_id": None,
+        "acks": -1,
+        "timeout": 5000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": bytes(b.build())}]}],
+    }

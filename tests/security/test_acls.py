@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from clients import Security, roundtrip
+from clients import Security, produce_body, roundtrip
 from conftest import PASSWORD, Pki
 from kopfka.client.admin import Admin
 from kopfka.client.connection import KafkaConnection
@@ -138,27 +138,6 @@ def create_topic(c: Cluster, name: str, partitions: int = 1) -> None:
             await admin.close()
 
     asyncio.run(go())
-
-
-def produce_body(topic: str) -> dict[str, Any]:
-    from kafka.record.default_records import DefaultRecordBatchBuilder
-
-    b = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=False,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=1 << 20,
-    )
-    b.append(0, timestamp=None, key=b"k", value=b"v", headers=[])
-    return {
-        "transactional_id": None,
-        "acks": -1,
-        "timeout": 5000,
-        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": bytes(b.build())}]}],
-    }
 
 
 def fetch_body(topic: str) -> dict[str, Any]:

@@ -526,3 +526,44 @@ def test_sasl_edge_frames_and_broker_health_after_fuzzing(sasl_broker: tuple[Kop
     log = proc.log_text()
     assert "Traceback" not in log and "Unexpected error" not in log, log[-3000:]
     assert PASSWORD not in log and "bob-pw" not in log
+
+
+def test_user_quotas_apply_to_the_authenticated_principal(sasl_broker: tuple[KopfkaProcess, SaslPorts]) -> None:
+    """A producer_byte_rate for user=carol throttles carol's SASL connection and not bob's."""
+    from clients import produce_body
+
+    proc, ports = sasl_broker
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kopfka.cli.main",
+            "quotas",
+            "--bootstrap-server",
+            proc.bootstrap,
+            "--alter",
+            "--user",
+            "carol",
+            "--add",
+            "producer_byte_rate=20000",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+
+    async def throttle(user: str) -> float:
+        sec = ClientSecurity("SASL_PLAINTEXT", None, "SCRAM-SHA-256", user, SCRAM_USERS[user])
+        conn = await KafkaConnection.open(f"127.0.0.1:{ports.sasl}", security=sec)
+        try:
+            worst = 0.0
+            for _ in range(4):  # 4 x 100 KB against 20 KB/s
+                resp = await conn.request(0, 9, produce_body(f"quota-{user}", b"x" * 100_000))
+                worst = max(worst, resp.throttle_time.total_seconds())
+            return worst
+        finally:
+            await conn.close()
+
+    assert asyncio.run(throttle("carol")) > 0
+    assert asyncio.run(throttle("bob")) == 0

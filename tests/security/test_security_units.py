@@ -257,3 +257,40 @@ def test_serve_refuses_a_bad_keystore_and_says_why(tmp_path: Path) -> None:
     assert out.returncode == 1
     assert "ssl.keystore.location" in out.stderr and "missing.p12" in out.stderr
     assert "secret-value" not in out.stderr + out.stdout
+
+
+def test_config_providers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kopfka.config.providers import resolve
+
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "pw").write_text("s3cret")
+    (tmp_path / "p.properties").write_text("keystore.password=from-file\n")
+    monkeypatch.setenv("KOPFKA_TEST_PW", "from-env")
+    base = {
+        "config.providers": "dir,file,env",
+        "config.providers.dir.class": "org.apache.kafka.common.config.provider.DirectoryConfigProvider",
+        "config.providers.dir.param.allowed.paths": str(tmp_path / "d"),
+        "config.providers.file.class": "org.apache.kafka.common.config.provider.FileConfigProvider",
+        "config.providers.env.class": "org.apache.kafka.common.config.provider.EnvVarConfigProvider",
+    }
+    got = resolve(
+        {
+            **base,
+            "a": f"${{dir:{tmp_path / 'd'}:pw}}",
+            "b": f"x-${{file:{tmp_path / 'p.properties'}:keystore.password}}",
+            "c": "${env:KOPFKA_TEST_PW}",
+            "d": "${undeclared:x:y}",
+        }
+    )
+    assert (got["a"], got["b"], got["c"], got["d"]) == ("s3cret", "x-from-file", "from-env", "${undeclared:x:y}")
+    for value, text in [
+        (f"${{dir:{tmp_path / 'd'}:missing}}", "no file missing"),
+        (f"${{dir:{tmp_path}:p.properties}}", "outside config.providers.dir.param.allowed.paths"),
+        (f"${{file:{tmp_path / 'p.properties'}:nope}}", "no key nope"),
+        ("${env:KOPFKA_NOT_SET_ANYWHERE}", "is not set"),
+    ]:
+        with pytest.raises(ConfigError, match=text) as info:
+            resolve({**base, "ssl.keystore.password": value})
+        assert info.value.key == "ssl.keystore.password" and "s3cret" not in str(info.value)
+    with pytest.raises(ConfigError, match="class"):
+        resolve({"config.providers": "x", "config.providers.x.class": "com.example.Vault"})

@@ -143,3 +143,40 @@ def test_tls_and_plaintext_fetch_same_bytes(tls_broker: tuple[KopfkaProcess, Por
         finally:
             c.close()
         assert got == sent
+
+
+def test_pem_files_from_a_mounted_secret_directory(pki: Pki, tmp_path) -> None:
+    """The operator's hook: a Kubernetes TLS Secret mounted as tls.crt / tls.key / ca.crt, read
+    through Kafka's DirectoryConfigProvider into PEM keystore and truststore values."""
+    from kopfka_process import free_port
+
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    (secret / "tls.crt").write_bytes(pki.server.chain_pem())
+    (secret / "tls.key").write_bytes(pki.server.key_pem())
+    (secret / "ca.crt").write_bytes(pki.ca.pem())
+    plain, tls = free_port(), free_port()
+    listeners = f"PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{tls},CONTROLLER://127.0.0.1:9093"
+    proc = KopfkaProcess(
+        tmp_path / "data",
+        port=plain,
+        overrides={
+            "listeners": listeners,
+            "advertised.listeners": listeners.rsplit(",", 1)[0],
+            "config.providers": "secret",
+            "config.providers.secret.class": "org.apache.kafka.common.config.provider.DirectoryConfigProvider",
+            "config.providers.secret.param.allowed.paths": str(secret),
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.certificate.chain": f"${{secret:{secret}:tls.crt}}",
+            "ssl.keystore.key": f"${{secret:{secret}:tls.key}}",
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.certificates": f"${{secret:{secret}:ca.crt}}",
+            "ssl.client.auth": "required",
+        },
+    ).start()
+    try:
+        sec = Security("SSL", ca=str(pki.ca_pem), cert=str(pki.alice_cert), key=str(pki.alice_key))
+        roundtrip("confluent", f"127.0.0.1:{tls}", "from-secret", sec, n=3)
+        assert "was supplied but isn't a known config" not in proc.log_text()
+    finally:
+        proc.kill()

@@ -345,10 +345,15 @@ class KafkaConfig:
 
     @classmethod
     def from_properties(cls, raw: Mapping[str, str], *, env: Mapping[str, str] | None = None) -> KafkaConfig:
-        expanded = {k: interpolate(v, env) for k, v in raw.items()}
+        from kopfka.config.providers import is_provider_key, resolve
         from kopfka.security.listeners import is_listener_key
 
-        unknown = [k for k in expanded if k not in SERVER_CONFIG and k not in TOPIC_CONFIG and not is_listener_key(k)]
+        expanded = {k: interpolate(v, env) for k, v in resolve(raw).items()}
+        unknown = [
+            k
+            for k in expanded
+            if k not in SERVER_CONFIG and k not in TOPIC_CONFIG and not is_listener_key(k) and not is_provider_key(k)
+        ]
         parsed = SERVER_CONFIG.parse(expanded)
         values = {k.name: k.default for k in SERVER_CONFIG.keys.values()}
         values.update(parsed)
