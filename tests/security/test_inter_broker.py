@@ -1,5 +1,5 @@
 """A KRaft cluster secured end to end: the controller listener is SASL_SSL with PLAIN and mutual
-TLS (raft between controllers, brokers' registration/heartbeats/forwarded requests), the broker
+TLS (raft between three controllers, brokers' registration/heartbeats/forwarded requests), the broker
 listener SASL_SSL with SCRAM-SHA-512 for clients and for the brokers' own replica fetchers and
 transaction channels (the credential bootstrapped with `kopfka storage format --add-scram`),
 and the StandardAuthorizer on, with the brokers' identity a super user. Replication, produce
@@ -22,7 +22,7 @@ from kopfka.client.admin import Admin
 from kopfka.security.client import AuthenticationError, ClientSecurity
 
 ADMIN = ("admin", "admin-pw")
-HOSTS = ("127.0.0.11", "127.0.0.21", "127.0.0.22", "localhost")
+HOSTS = ("127.0.0.11", "127.0.0.12", "127.0.0.13", "127.0.0.21", "127.0.0.22", "localhost")
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +59,7 @@ def secured_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[
         "transaction.state.log.replication.factor": "2",
         "transaction.state.log.min.isr": "1",
     }
-    cluster = Cluster(d, controllers=1, brokers=2, dynamic=False, props=props)
+    cluster = Cluster(d, controllers=3, brokers=2, dynamic=False, props=props)
     for n in cluster.nodes:
         n.write_config(cluster.quorum_props())
         extra = ("--add-scram", f"SCRAM-SHA-512=[name={ADMIN[0]},password={ADMIN[1]}]")
@@ -145,4 +145,24 @@ def test_wrong_password_refused_on_secured_cluster(secured_cluster: tuple[Cluste
 
     with pytest.raises(AuthenticationError, match="invalid credentials with SASL mechanism SCRAM-SHA-512"):
         asyncio.run(attempt())
+    assert all(n.alive for n in cluster.nodes)
+
+
+def test_controller_listener_wants_a_client_certificate(secured_cluster: tuple[Cluster, Path]) -> None:
+    """listener.name.controller.ssl.client.auth=required on SASL_SSL (KIP-684): without a client
+    certificate the TLS handshake is refused before SASL starts; the quorum is unharmed."""
+    import socket
+    import ssl
+
+    cluster, ca_pem = secured_cluster
+    c = cluster.controllers[0]
+    ctx = ssl.create_default_context(cafile=str(ca_pem))
+    with pytest.raises((ssl.SSLError, ConnectionError)):
+        with (
+            socket.create_connection((c.host, c.port), timeout=10) as raw,
+            ctx.wrap_socket(raw, server_hostname=c.host) as s,
+        ):
+            s.sendall(b"\0\0\0\x0b\0\x12\0\0\0\0\0\x01\0\x01c")  # ApiVersions v0
+            if not s.recv(4):
+                raise ConnectionError("closed")
     assert all(n.alive for n in cluster.nodes)
