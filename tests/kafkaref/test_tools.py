@@ -303,18 +303,20 @@ def test_verifiable_producer_and_consumers(kopfka_session: KopfkaProcess) -> Non
         assert commits and all(c["success"] for c in commits), protocol
 
 
-@pytest.mark.xfail(
-    reason="ListTransactions/DescribeTransactions (transactions, branch txn) not served yet", strict=False
-)
-def test_transactions_list(kopfka_session: KopfkaProcess) -> None:
-    out = tool(kopfka_session, "kafka-transactions", "list")
-    assert out.stdout.split()[:4] == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
-
-
 def test_acls_without_an_authorizer(kopfka_session: KopfkaProcess) -> None:
     """As Kafka: no authorizer.class.name, no ACLs (SECURITY_DISABLED). With the StandardAuthorizer,
     kafka-acls is exercised in test_security_tools."""
     k = kopfka_session
-    out = tool(k, "kafka-acls", "--add", "--allow-principal", "User:alice", "--operation", "Read", "--topic",
-               "tools-acl", check=False)
+    out = tool(
+        k,
+        "kafka-acls",
+        "--add",
+        "--allow-principal",
+        "User:alice",
+        "--operation",
+        "Read",
+        "--topic",
+        "tools-acl",
+        check=False,
+    )
     assert out.returncode != 0 and "SecurityDisabledException" in out.stdout + out.stderr
