@@ -39,7 +39,7 @@ def finish_request(ctx: Any, result: Any, handler_ns: int) -> int:
     qm: QuotaManagers | None = svc.quota_manager
     throttle = getattr(ctx, "throttle_ms", 0)
     if qm is not None:
-        spent = max(0, handler_ns - getattr(ctx, "quota_exempt_ns", 0))
+        spent = getattr(ctx, "work_ns", handler_ns)  # work, not waits (ISR, rebalance, controller)
         if ctx.api_key in EXEMPT_APIS:
             qm.request.record_exempt(spent)
         elif qm.request.quota_types_enabled:

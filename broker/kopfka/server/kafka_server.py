@@ -31,7 +31,7 @@ from kopfka.security.authorizer import StandardAuthorizer
 from kopfka.security.client import ClientSecurity
 from kopfka.security.listeners import ListenerSecurity, listener_protocol, listener_security
 from kopfka.server.broker_lifecycle import BrokerLifecycleManager, BrokerState
-from kopfka.server.broker_services import BrokerServices, make_config_for
+from kopfka.server.broker_services import BrokerServices, InProcessController, make_config_for
 from kopfka.server.fetch_session import FetchSessionCache
 from kopfka.server.health import HealthServer
 from kopfka.server.network import KafkaNetworkServer
@@ -171,7 +171,7 @@ class KafkaServer:
             node_id=self.node_id,
             cluster_id=cluster_id,
             metadata=loader,
-            controller=controller,
+            controller=InProcessController(controller),
             replica_manager=self.replica_manager,
             log_manager=self.log_manager,
             fetch_sessions=FetchSessionCache(int(cfg["max.incremental.fetch.session.cache.slots"])),

@@ -31,6 +31,7 @@ from kopfka.protocol.api_versions import API_VERSIONS_KEY, is_supported
 from kopfka.protocol.entity_builder import build
 from kopfka.protocol.framing import FrameError, FrameReceiver, decode_request, encode_response, peek_header
 from kopfka.quota.throttling import admit_connection, finish_request, release_connection
+from kopfka.quota.work_time import WorkTimed
 from kopfka.security.listeners import PLAINTEXT, ListenerSecurity
 from kopfka.security.principal import ANONYMOUS, KafkaPrincipal, ssl_principal
 from kopfka.security.sasl_server import SASL_AUTHENTICATE, SASL_HANDSHAKE, AuthFailure, SaslServerAuthenticator
@@ -264,12 +265,20 @@ class Connection(asyncio.BufferedProtocol):
         if req.body is None:
             if hdr.api_key == API_VERSIONS_KEY:
                 schema = load_response_schema(API_VERSIONS_KEY, 0)
-                self.write(encode_response(API_VERSIONS_KEY, 0, hdr.correlation_id,
-                                                  build(schema, unsupported_version_response())))
+                self.write(
+                    encode_response(
+                        API_VERSIONS_KEY, 0, hdr.correlation_id, build(schema, unsupported_version_response())
+                    )
+                )
                 await self.drain()
                 return True
-            log.warning("Closing connection from %s: unsupported request %s v%s (client %s)",
-                        self.peer, hdr.api_key, hdr.api_version, hdr.client_id)
+            log.warning(
+                "Closing connection from %s: unsupported request %s v%s (client %s)",
+                self.peer,
+                hdr.api_key,
+                hdr.api_version,
+                hdr.client_id,
+            )
             return False
         handler = HANDLERS.get(hdr.api_key)
         if handler is None:
@@ -281,10 +290,13 @@ class Connection(asyncio.BufferedProtocol):
                              client_software_version=self.client_software[1], client_port=self.client_port,
                              principal=self.principal, security_protocol=self.security.protocol)
         started = time.perf_counter_ns()
+        timed = WorkTimed(handler(ctx, req.body))
         try:
-            result = await handler(ctx, req.body)
+            result = await timed
         except CloseConnection:
             return False
+        finally:
+            ctx.work_ns += timed.ns
         if hdr.api_key == API_VERSIONS_KEY and ctx.client_software_name:
             self.client_software = (ctx.client_software_name, ctx.client_software_version)
         if isinstance(result, DeferredResponse):
@@ -299,10 +311,15 @@ class Connection(asyncio.BufferedProtocol):
             await asyncio.wait([self._deferred[-1]])
         return await self._respond(ctx, hdr, result, started)
 
-    async def _finish_deferred(self, ctx: RequestContext, hdr: Any, deferred: DeferredResponse, started: int,
-                               prev: asyncio.Task[bool] | None) -> bool:
+    async def _finish_deferred(
+        self, ctx: RequestContext, hdr: Any, deferred: DeferredResponse, started: int, prev: asyncio.Task[bool] | None
+    ) -> bool:
         try:
-            result = await deferred.result
+            timed = WorkTimed(deferred.result)
+            try:
+                result = await timed
+            finally:
+                ctx.work_ns += timed.ns
             if prev is not None:
                 await asyncio.wait([prev])
             if self._closed:

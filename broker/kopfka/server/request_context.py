@@ -22,7 +22,7 @@ class RequestContext:
     services: BrokerServices
     request_size: int = 0
     throttle_ms: int = 0  # bandwidth/mutation throttle set by the handler (quota.throttling)
-    quota_exempt_ns: int = 0  # handler time not charged to request_percentage (fetch long-poll waits)
+    work_ns: int = 0  # time the handler's own steps took (not its waits): charged to request_percentage
     # what the client said in ApiVersions v3+ on this connection (KIP-511), for KIP-714 `match` selectors
     client_software_name: str = ""
     client_software_version: str = ""

@@ -8,7 +8,6 @@ instead of records; it is exempt from client quotas (replication has its own thr
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from kopfka import uuids
@@ -199,14 +198,12 @@ async def handle_fetch(ctx: RequestContext, req: Any) -> RawResponse:
     ]
     isolation = "txn_committed" if getattr(req, "isolation_level", 0) == 1 else "high_watermark"
     max_bytes = fetch_max_bytes(ctx, min(getattr(req, "max_bytes", 2**31 - 1), int(svc.config["fetch.max.bytes"])))
-    waited = time.perf_counter_ns()
     results = await svc.replica_manager.fetch_messages(
         reads, max_bytes=max_bytes, min_bytes=req.min_bytes, max_wait_ms=_ms(req.max_wait), isolation=isolation
     ) if reads else {}
     for p in parts:  # as Kafka: a partition of a topic the principal may not READ answers this
         if p.topic not in allowed:
             results[(p.topic, p.partition)] = REFUSED
-    ctx.quota_exempt_ns = time.perf_counter_ns() - waited
     if fetch_throttle_ms(ctx, results) > 0:  # throttled: no data (the charge was taken back)
         if session is not None:
             session.epoch = (epoch + 1) if incremental else 1
