@@ -135,12 +135,19 @@ def main() -> None:
         plain_bs, tls_bs = f"127.0.0.1:{ports['plain']}", f"127.0.0.1:{ports['tls']}"
         produce(plain_bs, "warmup", min(total, 64 * MiB), record=64 * 1024)
         plain_mb = tls_mb = 0.0
+        cpu = {"plain": 0.0, "tls": 0.0}
         for r in range(args.rounds):
+            c0 = cpu_seconds(pid)
             plain_mb = max(plain_mb, produce(plain_bs, f"plain{r}", total, record=64 * 1024))
+            c1 = cpu_seconds(pid)
             tls_mb = max(tls_mb, produce(tls_bs, f"tls{r}", total, record=64 * 1024, extra=tls_client))
+            cpu["plain"] += c1 - c0
+            cpu["tls"] += cpu_seconds(pid) - c1
+        gib = args.rounds * total / (1 << 30)
         print(
             f"(1) produce acks=1, 64 KiB records: plaintext {plain_mb:7.1f} MiB/s, TLS {tls_mb:7.1f} MiB/s, "
-            f"ratio {tls_mb / plain_mb:.2f}  (best of {args.rounds})"
+            f"ratio {tls_mb / plain_mb:.2f}  (best of {args.rounds}); broker CPU s per GiB: "
+            f"plaintext {cpu['plain'] / gib:.2f}, TLS {cpu['tls'] / gib:.2f}"
         )
 
         # (2) fetch the same topic both ways, alternately; broker and client CPU per GiB
