@@ -80,6 +80,13 @@ def test_examples_become_ready_with_status(operator: Kube, ns: str, examples: di
         assert column in header, table
     rows = {line.split()[0]: line.split() for line in table.splitlines()[1:]}
     assert rows["demo"][header.index("READY")] == "True", table
+    if operator.platform == "testbed":  # figures for the record (printed at the module's end)
+        from testbed import cluster as bed
+
+        TIMINGS["testbed_daemons_rss_mib"] = round(
+            sum(bed.rss_mib(pid) for pid in bed.status(operator.extra["paths"]).values() if pid)
+        )
+        TIMINGS["pods_memory_mib"] = round(bed.pods_memory_mib())
     # Pods really run the rendered spec: one per node, each Ready, the image deployed.
     for cluster, roles in (("demo", ("controller", "broker")), ("small", ("combined",))):
         for role in roles:

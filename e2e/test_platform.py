@@ -95,25 +95,14 @@ def test_statefulset_volumes_rollout_and_pod_deletion(kube: Kube, namespace: str
     assert all(c["status"]["phase"] == "Bound" for c in claims)
     uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods}
 
-    # Service + DNS: one pod fetches from the other by its stable name and through the ClusterIP.
-    born = _exec(
-        kube,
-        namespace,
-        "web-0",
-        "python3",
-        "-c",
-        "import urllib.request as u;print(u.urlopen('http://web-1.web:8000/born',timeout=5).read().decode())",
-    )
-    assert born.strip() == "web-1"
-    via_service = _exec(
-        kube,
-        namespace,
-        "web-0",
-        "python3",
-        "-c",
-        "import urllib.request as u;print(u.urlopen('http://web-lb/born',timeout=5).read().decode())",
-    )
-    assert via_service.strip() in ("web-0", "web-1")
+    # Service + DNS: one pod fetches from the other by its stable name and through the ClusterIP
+    # (retried: kube-proxy and CoreDNS pick a new Service up within a moment, not at once).
+    def fetch(url: str) -> str:
+        code = f"import urllib.request as u;print(u.urlopen('{url}',timeout=5).read().decode())"
+        return _exec(kube, namespace, "web-0", "python3", "-c", code).strip()
+
+    assert wait_for("web-1 by its pod DNS name", lambda: fetch("http://web-1.web:8000/born"), 60) == "web-1"
+    assert wait_for("the ClusterIP Service", lambda: fetch("http://web-lb/born"), 60) in ("web-0", "web-1")
 
     # Pod deletion: the controller recreates the pod under the same name with the same volume.
     kube.kubectl("-n", namespace, "delete", "pod", "web-1", "--wait=true", timeout=120)

@@ -40,8 +40,12 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "down":
         cluster.down(p)
     elif args.command == "status":
+        total = 0.0
         for name, pid in cluster.status(p).items():
-            print(f"{name:24} {'running, pid ' + str(pid) if pid else 'stopped'}")
+            rss = cluster.rss_mib(pid) if pid else 0.0
+            total += rss
+            print(f"{name:24} {f'running, pid {pid}, {rss:.0f} MiB' if pid else 'stopped'}")
+        print(f"{'control plane + node':24} {total:.0f} MiB resident; pods {cluster.pods_memory_mib():.0f} MiB")
     elif args.command == "env":
         print(f"export KUBECONFIG={p.admin_kubeconfig}")
         print(f"export PATH={buildlib.bin_dir(p)}:$PATH")

@@ -214,3 +214,23 @@ def down(p: Paths, *, quiet: bool = False) -> None:
 
 def status(p: Paths) -> dict[str, int | None]:
     return {name: proc.pid_of(p, name) for name, _ in reversed(DAEMONS)}
+
+
+def rss_mib(pid: int) -> float:
+    """Resident memory of a daemon and its descendants' sessions (containerd's shims aside)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except FileNotFoundError:
+        pass
+    return 0.0
+
+
+def pods_memory_mib() -> float:
+    """What every pod uses (the kubelet's kubepods cgroup, cgroup v1 memory controller)."""
+    usage = CGROUP_ROOT / "memory" / "kubepods" / "memory.usage_in_bytes"
+    try:
+        return int(usage.read_text()) / 2**20
+    except (FileNotFoundError, ValueError):
+        return 0.0
