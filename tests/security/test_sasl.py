@@ -567,3 +567,17 @@ def test_user_quotas_apply_to_the_authenticated_principal(sasl_broker: tuple[Kop
 
     assert asyncio.run(throttle("carol")) > 0
     assert asyncio.run(throttle("bob")) == 0
+
+
+def test_credentials_survive_a_restart(sasl_broker: tuple[KopfkaProcess, SaslPorts]) -> None:
+    """SCRAM credentials are metadata-log records: replayed after a restart (last in this module)."""
+    proc, ports = sasl_broker
+    proc.restart()
+    sec = ClientSecurity("SASL_PLAINTEXT", None, "SCRAM-SHA-512", "bob", "bob-pw")
+    asyncio.run(_open_close(f"127.0.0.1:{ports.sasl}", sec))
+    with pytest.raises(AuthenticationError):
+        asyncio.run(
+            _open_close(
+                f"127.0.0.1:{ports.sasl}", ClientSecurity("SASL_PLAINTEXT", None, "SCRAM-SHA-512", "bob", "wrong")
+            )
+        )
