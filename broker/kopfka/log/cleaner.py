@@ -23,8 +23,9 @@ from dataclasses import dataclass, field, replace
 
 from crc32c import crc32c
 
+from kopfka.log.cleaned_txn_metadata import CleanedTransactionMetadata
 from kopfka.protocol import compression
-from kopfka.protocol.record_codec import Record, decode_records, read_varint, rebuild_batch
+from kopfka.protocol.record_codec import Record, control_record_type, decode_records, read_varint, rebuild_batch
 from kopfka.protocol.records import (
     ATTRIBUTES_OFFSET,
     BATCH_HEADER_SIZE,
@@ -342,10 +343,11 @@ class Cleaner:
         offset_map: SkimpyOffsetMap,
         end_offset: int,
         delete_retention_ms: int,
-        aborted: list[AbortedTxn],
-        last_offsets_of_active_producers: dict[int, int],
+        txn_meta: CleanedTransactionMetadata,
+        active_producers: dict[int, tuple[int, int]],
     ) -> CleanResult:
-        """Recopy a group of segments into one `.cleaned` segment."""
+        """Recopy a group of segments into one `.cleaned` segment. `active_producers` maps
+        producer id -> (offset of its last data batch or -1, epoch): their last batch stays."""
         tp = ulog.topic_partition
         directory = ulog.dir
         base = group[0].base_offset
@@ -370,13 +372,14 @@ class Cleaner:
                     end_offset,
                     now,
                     delete_retention_ms,
-                    aborted,
-                    last_offsets_of_active_producers,
+                    txn_meta,
+                    active_producers,
                     last_of_group,
                     min_horizon,
                 )
-                for txn in old.txn_index.all_aborted_txns():
+                for txn in txn_meta.retained_aborted:  # aborts whose marker and data remain
                     cleaned.update_txn_index(txn)
+                txn_meta.retained_aborted.clear()
             cleaned.on_become_inactive_segment()
             cleaned.flush()
             crash_point("cleaner-after-cleaned-written")
@@ -395,8 +398,8 @@ class Cleaner:
         end_offset: int,
         now: int,
         delete_retention_ms: int,
-        aborted: list[AbortedTxn],
-        active_producers: dict[int, int],
+        txn_meta: CleanedTransactionMetadata,
+        active_producers: dict[int, tuple[int, int]],
         last_of_group: bool,
         min_horizon: int,
     ) -> int:
@@ -419,7 +422,7 @@ class Cleaner:
                 end_offset,
                 now,
                 delete_retention_ms,
-                aborted,
+                txn_meta,
                 active_producers,
                 is_last_batch,
             )
@@ -454,20 +457,28 @@ class Cleaner:
         end_offset: int,
         now: int,
         delete_retention_ms: int,
-        aborted: list[AbortedTxn],
-        active_producers: dict[int, int],
+        txn_meta: CleanedTransactionMetadata,
+        active_producers: dict[int, tuple[int, int]],
         is_last_batch: bool,
     ) -> tuple[bytes | bytearray | memoryview, int] | None:
         """The batch to write (verbatim, re-encoded or emptied) and its delete horizon."""
         horizon = header.base_timestamp if header.has_delete_horizon else -1
         if header.is_control:
-            # transaction markers are kept (removing them safely needs txn tracking)
-            return batch, -1
-        retain_empty = is_last_batch or (
-            header.producer_id >= 0 and active_producers.get(header.producer_id) == header.last_offset
-        )
-        if _in_aborted_txn(header, aborted):
+            control_type = control_record_type(batch, header) if header.records_count > 0 else None
+            can_discard = txn_meta.on_control_batch_read(header, control_type)
+            discard = can_discard and 0 <= horizon <= now
+        else:
+            can_discard = txn_meta.on_batch_read(header)
+            discard = can_discard
+        retain_empty = is_last_batch or self._last_of_active_producer(header, active_producers)
+        if discard:
             return (_empty_batch(header, batch), -1) if retain_empty else None
+        if header.is_control:
+            if can_discard and horizon < 0:  # its transaction is empty: retained like a tombstone
+                horizon = now + delete_retention_ms
+                h = replace(header, base_timestamp=horizon, attributes=header.attributes | DELETE_HORIZON_FLAG)
+                return rebuild_batch(batch, h, records=decode_records(batch, header)), horizon
+            return batch, horizon if can_discard else -1
         keep_all = True
         keep: list[int] = []
         has_tombstone = False
@@ -493,6 +504,18 @@ class Cleaner:
             horizon = now + delete_retention_ms
             h = replace(header, base_timestamp=horizon, attributes=header.attributes | DELETE_HORIZON_FLAG)
         return rebuild_batch(batch, h, records=kept), horizon if has_tombstone else -1
+
+    @staticmethod
+    def _last_of_active_producer(header: BatchHeader, active: dict[int, tuple[int, int]]) -> bool:
+        """The batch carrying an active producer's last sequence (or, when its last entry is a
+        marker, that marker with its epoch) stays, even emptied, so its state survives a reload."""
+        last = active.get(header.producer_id) if header.producer_id >= 0 else None
+        if last is None:
+            return False
+        last_data_offset, epoch = last
+        if last_data_offset >= 0:
+            return header.last_offset == last_data_offset
+        return header.is_control and header.producer_epoch == epoch
 
     @staticmethod
     def _should_retain(

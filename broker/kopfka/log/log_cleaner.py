@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kopfka.log.cleaned_txn_metadata import CleanedTransactionMetadata
 from kopfka.log.cleaner import Cleaner, CleanResult, LogCleaningAbortedError, Throttler, group_segments_by_size
 from kopfka.log.log_cleaner_manager import LogCleanerManager, LogToClean, TopicPartition
 from kopfka.storage.unified_log import UnifiedLog
@@ -201,15 +202,21 @@ class LogCleaner:
             i, cleaner.build_offset_map, ulog.topic_partition, dirty, start, upper, aborted
         )
         delete_retention = int(ulog.config["delete.retention.ms"])
-        active = {pid: e.last_data_offset for pid, e in ulog.producer_state.active_producers().items()}
+        active = {
+            pid: (e.last_data_offset, e.producer_epoch) for pid, e in ulog.producer_state.active_producers().items()
+        }
+        txn_meta = CleanedTransactionMetadata()
         to_clean = (
             [s for s in ulog.local_log.segments.values(0, end) if s is not ulog.active_segment] if end > 0 else []
         )
         groups = group_segments_by_size(to_clean, ulog.config.segment_bytes, ulog.config.segment_index_bytes, end)
         min_horizon = -1
         for group in groups:
+            nxt = ulog.local_log.segments.higher_segment(group[-1].base_offset)
+            upper_bound = nxt.base_offset if nxt is not None else ulog.log_end_offset
+            txn_meta.add_aborted_transactions(ulog.collect_aborted_transactions(group[0].base_offset, upper_bound))
             result: CleanResult = await self._in_thread(
-                i, cleaner.clean_segments, ulog, group, offset_map, end, delete_retention, aborted, active
+                i, cleaner.clean_segments, ulog, group, offset_map, end, delete_retention, txn_meta, active
             )
             cleaned = result.segment
             assert cleaned is not None
