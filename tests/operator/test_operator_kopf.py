@@ -251,7 +251,7 @@ async def test_cluster_lifecycle_children_status_update_delete(k8s: Any, api: Ku
     for vol in (0, 1, 2):
         await api.create(NS, _pvc(f"data-{vol}-demo-broker-0", "broker", vol))
     await api.create(NS, _pvc("data-0-demo-controller-0", "controller", 0))
-    await api._request("DELETE", "/apis/kopfka.io/v1alpha1/namespaces/kafka/kafkaclusters/demo")
+    await api.delete("KafkaCluster", NS, "demo")
     await eventually(lambda: _gone(api, "KafkaCluster", "demo"))
     assert await api.get("PersistentVolumeClaim", NS, "data-2-demo-broker-0") is None
     for kept in ("data-0-demo-broker-0", "data-1-demo-broker-0", "data-0-demo-controller-0"):
