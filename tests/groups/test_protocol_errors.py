@@ -269,7 +269,7 @@ def test_offsets_multi_group_fetch_delete_and_admin(shared: KopfkaProcess) -> No
         described = await conn.request(15, 6, {"groups": ["simple-a", "nope"], "include_authorized_operations": False})
         assert [(d.group_state, d.error_code) for d in described.groups] == [
             ("Empty", 0),
-            ("", ErrorCode.group_id_not_found),
+            ("Dead", ErrorCode.group_id_not_found),  # Kafka 4.3 names an unknown group's state Dead
         ]
         d = await conn.request(
             47, 0, {"group_id": "simple-a", "topics": [{"name": "t", "partitions": [{"partition_index": 1}]}]}

@@ -6,6 +6,8 @@ range, enum); this module is that machinery, shared by broker and topic configs.
 
 from __future__ import annotations
 
+import decimal
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -129,4 +131,19 @@ def format_value(value: Any) -> str | None:
         return "true" if value else "false"
     if isinstance(value, list):
         return ",".join(str(v) for v in value)
+    if isinstance(value, float):
+        return java_double(value)
     return str(value)
+
+
+def java_double(x: float) -> str:
+    """Java's Double.toString: plain decimals in [1e-3, 1e7), else `d.dddE[-]n` (shortest digits)."""
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "Infinity" if x > 0 else "-Infinity"
+    if x == 0 or 1e-3 <= abs(x) < 1e7:
+        return repr(x)
+    d = decimal.Decimal(repr(abs(x))).normalize()
+    digits = "".join(map(str, d.as_tuple().digits))
+    return f"{'-' if x < 0 else ''}{digits[0]}.{digits[1:] or '0'}E{d.adjusted()}"

@@ -46,6 +46,9 @@ TOPIC_CONFIG = (
     .define("min.insync.replicas", "int", 1, validator=at_least(1))
     .define("preallocate", "boolean", False)
     .define("remote.storage.enable", "boolean", False)
+    # tiered storage is not implemented: these exist so topics describe and validate as in Kafka
+    .define("remote.log.copy.disable", "boolean", False)
+    .define("remote.log.delete.on.disable", "boolean", False)
     .define("retention.bytes", "long", -1)
     .define("retention.ms", "long", 604_800_000, validator=at_least(-1))
     .define("segment.bytes", "int", 1_073_741_824, validator=at_least(1024 * 1024))

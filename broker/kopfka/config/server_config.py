@@ -74,7 +74,7 @@ SERVER_CONFIG = (
     .define("max.request.partition.size.limit", "int", 2000, validator=at_least(1))
     # --- topics and logs
     .define("log.dirs", "list", None, read_only=True)
-    .define("log.dir", "string", "/tmp/kraft-combined-logs", read_only=True)
+    .define("log.dir", "string", "/tmp/kafka-logs", read_only=True)
     .define("num.partitions", "int", 1, validator=at_least(1))
     .define("default.replication.factor", "int", 1, validator=at_least(1))
     .define("auto.create.topics.enable", "boolean", True)

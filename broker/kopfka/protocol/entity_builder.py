@@ -36,6 +36,14 @@ def _to_datetime(v: Any) -> Any:
     return _EPOCH + datetime.timedelta(milliseconds=v)
 
 
+def _to_datetime_not_null(v: Any) -> Any:
+    """A non-nullable timestamp: Kafka writes -1 for "none" (e.g. a transaction's start time
+    before it began), which kio can only carry as the datetime 1 ms before the epoch."""
+    if isinstance(v, datetime.datetime):
+        return v
+    return _EPOCH + datetime.timedelta(milliseconds=int(v))
+
+
 def _to_error(v: Any) -> Any:
     return v if isinstance(v, ErrorCode) else ErrorCode(int(v))
 
@@ -78,6 +86,10 @@ def _entity_class_of(tp: Any) -> type | None:
     return None
 
 
+def _is_optional(tp: Any) -> bool:
+    return typing.get_origin(tp) in (typing.Union, types.UnionType) and type(None) in typing.get_args(tp)
+
+
 def _is_tuple(tp: Any) -> bool:
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
@@ -100,6 +112,8 @@ def _plan(cls: type) -> tuple[_FieldPlan, ...]:
             convert = tuple
         else:
             convert = _SCALAR_CONVERTERS.get(f.metadata.get("kafka_type", ""))
+            if convert is _to_datetime and not _is_optional(tp):
+                convert = _to_datetime_not_null
         if f.default is not _MISSING:
             required, default = False, f.default
         elif f.default_factory is not _MISSING:

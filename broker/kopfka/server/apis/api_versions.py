@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kopfka.metadata.features import supported_features_list
-from kopfka.protocol.api_versions import advertised_apis
+from kopfka.protocol.api_versions import API_VERSIONS_KEY, advertised_apis
 from kopfka.protocol.errors import ErrorCode
 from kopfka.server.apis.registry import api
 from kopfka.server.request_context import RequestContext
@@ -31,7 +31,10 @@ async def handle_api_versions(ctx: RequestContext, req: Any) -> dict[str, Any]:
         "error_code": error,
         "api_keys": api_keys(),
         "throttle_time": 0,
-        "supported_features": supported_features_list(),
+        # before v4, features whose minimum is 0 are left out: older clients reject a 0 minimum (as Kafka)
+        "supported_features": [
+            f for f in supported_features_list() if ctx.api_version >= 4 or f["min_version"] != 0
+        ],
         "finalized_features_epoch": image.provenance.last_offset,
         "finalized_features": [
             {"name": n, "max_version_level": v, "min_version_level": v} for n, v in image.features.items()
@@ -41,4 +44,7 @@ async def handle_api_versions(ctx: RequestContext, req: Any) -> dict[str, Any]:
 
 
 def unsupported_version_response() -> dict[str, Any]:
-    return {"error_code": ErrorCode.unsupported_version, "api_keys": api_keys(), "throttle_time": 0}
+    """KIP-511: an ApiVersions version we don't know is answered in v0 with only ApiVersions' own
+    range, so the client can retry at a version both know (as Kafka's getErrorResponse)."""
+    own = [k for k in api_keys() if k["api_key"] == API_VERSIONS_KEY]
+    return {"error_code": ErrorCode.unsupported_version, "api_keys": own, "throttle_time": 0}

@@ -1,8 +1,9 @@
 """DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topic and broker resources.
 
-Every config is reported with its source and (when asked) its synonyms in precedence order —
-topic override, dynamic per-broker, dynamic cluster default, static server.properties, default
-— exactly the chain that decides the effective value.
+Every config is reported with its effective value — decided by the chain topic override, dynamic
+per-broker, dynamic cluster default, static server.properties, default — and with the source and
+synonyms Kafka reports for it (ConfigHelper's rules, checked against Kafka 4.3 by
+tests/kafkaref/conformance.py).
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ CONFIG_TYPES = {
 }
 
 
+Chain = tuple[str, str | None, int]  # (config name, value, source)
+
+
 def _broker_layers(ctx: RequestContext, key: str) -> list[tuple[str, int]]:
     """(value, source) of a broker key, most specific first."""
     image = ctx.image
@@ -78,6 +82,33 @@ def _entry(
     }
 
 
+# Broker keys that are synonyms of each other (one setting in different units), most specific first.
+BROKER_SYNONYM_GROUPS = {name: group for group in BROKER_SYNONYMS.values() if len(group) > 1 for name in group}
+
+
+def _synonyms(ctx: RequestContext, names: tuple[str, ...], target: str, *, per_broker: bool = True) -> list[Chain]:
+    """Kafka's synonym list (ConfigHelper.configSynonyms): every source in precedence order —
+    per-broker dynamic, cluster-default dynamic, static, then the definition's non-null default —
+    across all the synonym names, then everything before the first entry naming `target` dropped
+    (so a unit variant set alone does not show as the synonym of the primary key)."""
+    image = ctx.image
+    tables = [
+        (image.configs.get((BROKER_RESOURCE, str(ctx.services.node_id)), {}), DYNAMIC_BROKER_CONFIG),
+        (image.configs.get((BROKER_RESOURCE, ""), {}), DYNAMIC_DEFAULT_BROKER_CONFIG),
+        (ctx.services.config.originals, STATIC_BROKER_CONFIG),
+    ]
+    out: list[Chain] = [(n, table[n], source) for table, source in tables for n in names if n in table]
+    for n in names:
+        defn = SERVER_CONFIG.keys.get(n)
+        if defn is not None and defn.default is not None:
+            out.append((n, format_value(defn.default), DEFAULT_CONFIG))
+    if not per_broker:
+        out = [c for c in out if c[2] == DYNAMIC_DEFAULT_BROKER_CONFIG]
+    while out and out[0][0] != target:
+        out.pop(0)
+    return out
+
+
 def describe_topic_config_entries(
     ctx: RequestContext,
     topic: str,
@@ -91,19 +122,25 @@ def describe_topic_config_entries(
     for key, defn in TOPIC_CONFIG.keys.items():
         if keys is not None and key not in keys:
             continue
-        chain: list[tuple[str, str | None, int]] = []
+        # the effective value: the most specific layer that sets the key or one of its broker synonyms
+        chain: list[Chain] = []
         if key in dynamic:
             chain.append((key, dynamic[key], DYNAMIC_TOPIC_CONFIG))
         for syn in BROKER_SYNONYMS.get(key, ()):
             for value, source in _broker_layers(ctx, syn):
                 chain.append((syn, value, source))
-        default = format_value(defn.default)
-        chain.append((key, default, DEFAULT_CONFIG))
-        name0, value0, source0 = chain[0]
+        chain.append((key, format_value(defn.default), DEFAULT_CONFIG))
+        name0, value0, _ = chain[0]
         if name0 in SYNONYM_SCALE and value0 is not None:
             value0 = str(int(value0) * SYNONYM_SCALE[name0])
-        synonyms = [{"name": n, "value": v, "source": s} for n, v, s in chain] if include_synonyms else []
-        out.append(_entry(key, value0, source0, defn, synonyms, False))
+        # the reported source and synonyms: Kafka's (topic override, then the primary broker synonym's)
+        names = BROKER_SYNONYMS.get(key, ())
+        reported = ([(key, dynamic[key], DYNAMIC_TOPIC_CONFIG)] if key in dynamic else []) + (
+            _synonyms(ctx, names, names[0]) if names else []
+        )
+        source = reported[0][2] if reported else DEFAULT_CONFIG
+        synonyms = [{"name": n, "value": v, "source": s} for n, v, s in reported] if include_synonyms else []
+        out.append(_entry(key, value0, source, defn, synonyms, False))
     return out
 
 
@@ -119,10 +156,11 @@ def describe_broker_config_entries(
             if broker
             else [(v, s) for v, s in _broker_layers(ctx, key) if s == DYNAMIC_DEFAULT_BROKER_CONFIG]
         )
-        chain = [(key, v, s) for v, s in layers] + [(key, format_value(defn.default), DEFAULT_CONFIG)]
-        _, value0, source0 = chain[0]
-        synonyms = [{"name": n, "value": v, "source": s} for n, v, s in chain] if include_synonyms else []
-        out.append(_entry(key, value0, source0, defn, synonyms, defn.read_only))
+        value0 = layers[0][0] if layers else format_value(defn.default)
+        reported = _synonyms(ctx, BROKER_SYNONYM_GROUPS.get(key, (key,)), key, per_broker=bool(broker))
+        source = reported[0][2] if reported else DEFAULT_CONFIG
+        synonyms = [{"name": n, "value": v, "source": s} for n, v, s in reported] if include_synonyms else []
+        out.append(_entry(key, value0, source, defn, synonyms, defn.read_only))
     return out
 
 

@@ -41,7 +41,8 @@ async def handle_update_features(ctx: RequestContext, req: Any) -> dict[str, Any
     if not authorize_cluster(ctx, AclOperation.ALTER):
         return update_features_response([u[0] for u in updates], ErrorCode.cluster_authorization_failed, None)
     try:
-        code, message = await ctx.services.controller.update_features(updates, validate_only=bool(req.validate_only))
+        validate_only = bool(getattr(req, "validate_only", False))  # v1+
+        code, message = await ctx.services.controller.update_features(updates, validate_only=validate_only)
     except KafkaError as exc:
         code, message = exc.code, str(exc)
     return update_features_response([u[0] for u in updates], code, message)

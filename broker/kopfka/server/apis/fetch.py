@@ -72,6 +72,14 @@ def _forgotten(ctx: RequestContext, req: Any) -> list[tuple[str, int]]:
     return out
 
 
+def error_partition(partition: int, error: ErrorCode) -> FetchPartitionOut:
+    """A partition answered with an error, as Kafka writes it: no offsets (-1), empty records, and
+    an empty aborted-transaction list when the partition was refused before any read (unknown
+    topic, topic id or partition), none when the read itself failed (e.g. offset out of range)."""
+    refused = error in (ErrorCode.unknown_topic_or_partition, ErrorCode.unknown_topic_id)
+    return FetchPartitionOut(partition, int(error), aborted_transactions=[] if refused else None, records=b"")
+
+
 def _replica(req: Any) -> tuple[int, int]:
     rs = getattr(req, "replica_state", None)
     if rs is not None and int(rs.replica_id) >= 0:
@@ -139,7 +147,7 @@ async def _handle_follower_fetch(ctx: RequestContext, req: Any, replica_id: int,
         tout.partitions.append(out)
     for _name, tid, partition in unknown:
         tout = FetchTopicOut("", uuids.from_str(tid) if tid else None)
-        tout.partitions.append(FetchPartitionOut(partition, int(ErrorCode.unknown_topic_id)))
+        tout.partitions.append(error_partition(partition, ErrorCode.unknown_topic_id))
         topics.append(tout)
     chunks, size = encode_fetch_response(version, ctx.correlation_id, topics, session_id=0)
     return RawResponse(chunks, size)
@@ -241,22 +249,25 @@ async def handle_fetch(ctx: RequestContext, req: Any) -> RawResponse:
             tout = FetchTopicOut(p.topic, uuids.from_str(p.topic_id) if p.topic_id else None)
             by_topic[tkey] = tout
             topics.append(tout)
-        out = FetchPartitionOut(
-            p.partition,
-            int(data.error),
-            data.high_watermark,
-            data.last_stable_offset,
-            data.log_start_offset,
-            data.aborted_transactions,
-            -1,
-            data.records if data.records is not None else b"",
-        )
+        if data.error == ErrorCode.none:
+            out = FetchPartitionOut(
+                p.partition,
+                0,
+                data.high_watermark,
+                data.last_stable_offset,
+                data.log_start_offset,
+                data.aborted_transactions,
+                -1,
+                data.records if data.records is not None else b"",
+            )
+        else:
+            out = error_partition(p.partition, data.error)
         if data.error in (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch) and version >= 12:
             out.current_leader = (data.leader_id, data.leader_epoch)
         tout.partitions.append(out)
     for _name, tid, partition in unknown:
         tout = FetchTopicOut("", uuids.from_str(tid) if tid else None)
-        tout.partitions.append(FetchPartitionOut(partition, int(ErrorCode.unknown_topic_id)))
+        tout.partitions.append(error_partition(partition, ErrorCode.unknown_topic_id))
         topics.append(tout)
     if session is not None:
         session.epoch = (epoch + 1) if incremental else 1

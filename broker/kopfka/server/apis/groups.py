@@ -542,7 +542,8 @@ async def handle_describe_groups(ctx: RequestContext, req: Any) -> dict[str, Any
                 )
             out.append({**base, "error_code": ErrorCode.none, "group_state": "Dead"})
         except KafkaError as exc:
-            out.append({**base, "error_code": exc.code, "error_message": exc.message})
+            state = "Dead" if exc.code == ErrorCode.group_id_not_found else ""  # as Kafka's coordinator
+            out.append({**base, "error_code": exc.code, "error_message": exc.message, "group_state": state})
     return {"throttle_time": 0, "groups": out}
 
 

@@ -57,8 +57,10 @@ async def handle_list_offsets(ctx: RequestContext, req: Any) -> dict[str, Any]:
                     out["offset"] = ulog.last_stable_offset if read_committed else ulog.high_watermark
                     out["leader_epoch"] = part.leader_epoch
                 elif ts in (EARLIEST, EARLIEST_LOCAL):
+                    earliest = ulog.fetch_offset_by_timestamp(ts)  # the epoch cache's earliest entry
                     out["offset"] = ulog.log_start_offset
-                    out["leader_epoch"] = _epoch_at(ulog, ulog.log_start_offset)
+                    epoch = earliest.leader_epoch if earliest is not None else None
+                    out["leader_epoch"] = -1 if epoch is None else epoch
                 else:
                     found = ulog.fetch_offset_by_timestamp(ts)
                     bound = ulog.last_stable_offset if read_committed else ulog.high_watermark
@@ -74,10 +76,7 @@ async def handle_list_offsets(ctx: RequestContext, req: Any) -> dict[str, Any]:
 
 
 def _epoch_at(ulog: Any, offset: int) -> int:
-    fn = getattr(ulog, "epoch_for_offset", None)
-    if fn is None:
-        return -1
-    e = fn(offset)
+    e = ulog.leader_epoch_cache.epoch_for_offset(offset)
     return -1 if e is None else int(e)
 
 

@@ -75,7 +75,7 @@ async def handle_create_topics(ctx: RequestContext, req: Any) -> dict[str, Any]:
             "topic_id": uuids.from_str(r.topic_id) if r.topic_id and r.error == ErrorCode.none else uuids.ZERO_UUID,
             "num_partitions": r.num_partitions if r.error == ErrorCode.none else -1,
             "replication_factor": r.replication_factor if r.error == ErrorCode.none else -1,
-            "configs": None,
+            "configs": [],
         }
         if r.error == ErrorCode.none and ctx.api_version >= 5 and r.name not in may_describe_configs:
             out["topic_config_error_code"] = ErrorCode.topic_authorization_failed
