@@ -213,6 +213,8 @@ async def handle_describe_configs(ctx: RequestContext, req: Any) -> dict[str, An
                 raise KafkaError(ErrorCode.invalid_request, f"Unsupported resource type {res.resource_type}")
         except KafkaError as exc:
             out["error_code"], out["error_message"] = exc.code, exc.message
+        if not getattr(req, "include_documentation", False):  # as Kafka: documentation only when asked
+            out["configs"] = [{**c, "documentation": None} for c in out["configs"]]
         results.append(out)
     return {"throttle_time": 0, "results": results}
 
