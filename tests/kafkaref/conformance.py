@@ -109,7 +109,8 @@ RETRIABLE = {ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_a
 
 # Understood and documented differences (docs/kafka-differences.md): fnmatch patterns over
 # "step vN path: kafka=... kopfka=..." -> the reason. ([[] matches a literal "[".)
-SECURITY = "security (SASL, ACLs, SCRAM, delegation tokens): branch security"
+TOKENS = "delegation tokens (KIP-48) are not implemented"
+SECURITY = "SSL/SASL settings are reconfigurable per listener in Kafka, not in kopfka (branch security)"
 NOT_PLANNED = "not implemented: share groups (KIP-932), streams groups (KIP-1071)"
 ELR = "Kafka's format writes a cluster-level min.insync.replicas with ELR enabled: branch kraft"
 METADATA_LOG = "the metadata logs hold different records (kopfka's own record set)"
@@ -119,8 +120,7 @@ NODE_DEFAULTS = (
 )
 # fmt: off
 KNOWN: dict[str, str] = {
-    **{f"api_versions v* api_keys[[]api_key={k}]: kafka={{* kopfka='<absent>'": SECURITY
-       for k in (17, 29, 30, 31, 36, 38, 39, 40, 41, 50, 51)},
+    **{f"api_versions v* api_keys[[]api_key={k}]: kafka={{* kopfka='<absent>'": TOKENS for k in (38, 39, 40, 41)},
     **{f"api_versions v* api_keys[[]api_key={k}]: kafka={{* kopfka='<absent>'": NOT_PLANNED
        for k in (76, 77, 78, 79, 83, 84, 85, 86, 87, 88, 89, 90, 91, 92)},
     "api_versions v* api_keys[[]api_key=45].max_version: kafka=1 kopfka=0":
@@ -146,6 +146,10 @@ KNOWN: dict[str, str] = {
         "a broker answers RemoveRaftVoter (Kafka: UNSUPPORTED_VERSION): branch kraft",
     "describe_configs broker*.configs[[]name=*].read_only: kafka=True kopfka=False":
         "kopfka lets more broker configs be updated dynamically than Kafka (list in docs/kafka-differences.md)",
+    "describe_configs broker all v* *.configs[[]name=ssl.*].read_only: kafka=False kopfka=True": SECURITY,
+    "describe_configs broker all v* *.configs[[]name=sasl.*].read_only: kafka=False kopfka=True": SECURITY,
+    "describe_configs broker all v* *.configs[[]name=principal.builder.class].*":
+        "kopfka's principal builder is built in: no class name, not reconfigurable (branch security)",
     "describe_configs broker*.configs[[]name=listener*].read_only: kafka=False kopfka=True":
         "listeners are not dynamically reconfigurable in kopfka",
     "describe_configs broker all v* *.configs[[]name=*]: kafka='<absent>' kopfka={*":
@@ -963,6 +967,85 @@ STEPS: list[Step] = [
         81,
         lambda s, v: {"cluster_id": None, "voter_id": 42, "voter_directory_id": uuid.UUID(int=1)},
     ),
+    # security on a PLAINTEXT listener without an authorizer: both refuse, the same way
+    S("sasl_handshake", 17, lambda s, v: {"mechanism": "PLAIN"}),
+    S("sasl_authenticate", 36, lambda s, v: {"auth_bytes": b"\x00alice\x00secret"}),
+    S(
+        "describe_acls",
+        29,
+        lambda s, v: {
+            "resource_type_filter": 1,
+            "resource_name_filter": None,
+            "pattern_type_filter": 1,
+            "principal_filter": None,
+            "host_filter": None,
+            "operation": 1,
+            "permission_type": 1,
+        },
+    ),
+    S(
+        "create_acls",
+        30,
+        lambda s, v: {
+            "creations": [
+                {
+                    "resource_type": 2,
+                    "resource_name": "c-data",
+                    "resource_pattern_type": 3,
+                    "principal": "User:alice",
+                    "host": "*",
+                    "operation": 3,
+                    "permission_type": 3,
+                }
+            ]
+        },
+    ),
+    S(
+        "delete_acls",
+        31,
+        lambda s, v: {
+            "filters": [
+                {
+                    "resource_type_filter": 1,
+                    "resource_name_filter": None,
+                    "pattern_type_filter": 1,
+                    "principal_filter": None,
+                    "host_filter": None,
+                    "operation": 1,
+                    "permission_type": 1,
+                }
+            ]
+        },
+    ),
+    S("describe_user_scram_credentials", 50, lambda s, v: {"users": [{"name": "alice"}]}),
+    S("describe_user_scram_credentials all", 50, lambda s, v: {"users": None}),
+    S(
+        "alter_user_scram_credentials",
+        51,
+        lambda s, v: {
+            "deletions": [],
+            "upsertions": [
+                {
+                    "name": f"alice-v{v}",
+                    "mechanism": 2,
+                    "iterations": 8192,
+                    "salt": b"salt",
+                    "salted_password": bytes(64),
+                }
+            ],
+        },
+    ),
+    S(
+        "alter_user_scram_credentials bad iterations",
+        51,
+        lambda s, v: {
+            "deletions": [],
+            "upsertions": [
+                {"name": "bob", "mechanism": 2, "iterations": 1, "salt": b"salt", "salted_password": bytes(64)}
+            ],
+        },
+    ),
+    S("describe_user_scram_credentials after", 50, lambda s, v: {"users": [{"name": "alice-v0"}]}),
     S("write_txn_markers", 27, lambda s, v: {"markers": []}),
     S(
         "delete_topics",
