@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
 from kopfka.controller.quorum_controller import CreateTopicSpec
@@ -24,6 +24,31 @@ def coordinator_endpoint(image: Any, topic: Any, partition: int, listener: str) 
     if ep is None or broker is None:
         raise KafkaError(ErrorCode.coordinator_not_available, "the coordinator is not available")
     return {"node_id": broker.broker_id, "host": ep.host, "port": ep.port}
+
+
+def follow_leadership(
+    topic: Any,
+    changed: Iterable[int],
+    node_id: int,
+    shards: dict[int, Any],
+    start_load: Callable[[int, int], None],
+    role: str,
+) -> None:
+    """For each changed partition of an internal topic: (re)load the shard of a partition this
+    broker now leads, or leads in a new leader epoch; close the shard of one it no longer leads.
+    Shards have `leader_epoch` and `close()`."""
+    for pid in sorted(changed):
+        reg = topic.partitions.get(pid)
+        current = shards.get(pid)
+        if reg is not None and reg.leader == node_id:
+            if current is None or current.leader_epoch != reg.leader_epoch:
+                if current is not None:
+                    current.close()
+                start_load(pid, reg.leader_epoch)
+        elif current is not None:
+            log.info("Resigning as %s for %s-%d", role, topic.name, pid)
+            current.close()
+            del shards[pid]
 
 
 async def ensure_topic(controller: Any, lock: asyncio.Lock, exists: Any, spec: CreateTopicSpec) -> None:

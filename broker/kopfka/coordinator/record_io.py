@@ -1,6 +1,6 @@
 """Readers and writers of Kafka's generated-message encoding, for coordinator records.
 
-`__consumer_offsets` and `__transaction_state` keys and values are version-prefixed messages
+`__consumer_offsets`, `__transaction_state` and `__share_group_state` keys and values are version-prefixed messages
 (Kafka's MessageUtil.toVersionPrefixedBytes): classic versions use int16 string lengths and
 int32 array lengths; flexible versions use unsigned-varint "compact" lengths (+1, 0 = null)
 and end every struct with a tagged-field section.
@@ -9,6 +9,7 @@ and end every struct with a tagged-field section.
 from __future__ import annotations
 
 import struct
+import uuid
 
 
 class RecordFormatError(ValueError):
@@ -34,6 +35,10 @@ class Writer:
 
     def i64(self, v: int) -> Writer:
         self.buf += struct.pack(">q", v)
+        return self
+
+    def uuid(self, v: uuid.UUID) -> Writer:
+        self.buf += v.bytes
         return self
 
     def uvarint(self, v: int) -> Writer:
@@ -101,6 +106,9 @@ class Reader:
 
     def i64(self) -> int:
         return int(struct.unpack(">q", self._take(8))[0])
+
+    def uuid(self) -> uuid.UUID:
+        return uuid.UUID(bytes=self._take(16))
 
     def uvarint(self) -> int:
         shift = result = 0

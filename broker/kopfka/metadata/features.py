@@ -14,6 +14,7 @@ METADATA_VERSION = "metadata.version"
 KRAFT_VERSION = "kraft.version"
 TRANSACTION_VERSION = "transaction.version"
 GROUP_VERSION = "group.version"  # 1: the consumer rebalance protocol (KIP-848)
+SHARE_VERSION = "share.version"  # 1: share groups (KIP-932)
 
 MINIMUM_METADATA_VERSION = 7  # 3.3-IV3: the first level with FeatureLevelRecord in the log
 LATEST_PRODUCTION_METADATA_VERSION = 30  # 4.3-IV0
@@ -41,12 +42,13 @@ SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {
     KRAFT_VERSION: (0, 1),
     TRANSACTION_VERSION: (0, 2),  # 1: flexible __transaction_state values, 2: KIP-890 epoch bump per transaction
     GROUP_VERSION: (0, 1),
+    SHARE_VERSION: (0, 1),
 }
 
 # feature -> (the metadata.version from which a new cluster gets it by default, that level):
 # transaction.version 2 from 4.0-IV2 on, as Kafka's TransactionVersion.TV_2; group.version 1 from
-# 4.0-IV0 on, as Kafka's GroupVersion.GV_1
-RELEASE_DEFAULT_FEATURES = {TRANSACTION_VERSION: (24, 2), GROUP_VERSION: (22, 1)}
+# 4.0-IV0 on, as Kafka's GroupVersion.GV_1; share.version 1 from 4.2-IV0 on, as Kafka's ShareVersion.SV_1
+RELEASE_DEFAULT_FEATURES = {TRANSACTION_VERSION: (24, 2), GROUP_VERSION: (22, 1), SHARE_VERSION: (28, 1)}
 
 # (feature, level) -> the metadata.version it needs (Kafka's feature dependencies)
 FEATURE_LEVEL_MIN_METADATA = {(GROUP_VERSION, 1): 22}
@@ -97,6 +99,12 @@ def missing_dependency(name: str, level: int, features: Mapping[str, int]) -> st
     if needs is not None and have < needs:
         return f"{name} {level} requires {METADATA_VERSION} {needs} or higher (finalized: {have})."
     return None
+
+
+def share_groups_supported(features: Mapping[str, int]) -> bool:
+    """The share-group APIs are served from share.version 1 on (Kafka's isShareGroupProtocolEnabled);
+    below it they answer UNSUPPORTED_VERSION."""
+    return features.get(SHARE_VERSION, 0) >= 1
 
 
 def consumer_rebalance_protocol_supported(features: Mapping[str, int]) -> bool:

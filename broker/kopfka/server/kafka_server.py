@@ -234,6 +234,11 @@ class KafkaServer:
         services.txn_coordinator = TransactionCoordinator(services)
         self.txn_coordinator = services.txn_coordinator
         loader.install_publishers([services.txn_coordinator])
+        from kopfka.coordinator.share import ShareCoordinator  # share-partition state (KIP-932)
+
+        services.share_coordinator = ShareCoordinator(services)
+        self.share_coordinator = services.share_coordinator
+        loader.install_publishers([services.share_coordinator])
 
     async def shutdown(self) -> None:
         log.info("[KafkaServer id=%d] shutting down", self.node_id)
@@ -246,6 +251,9 @@ class KafkaServer:
         group_coordinator = getattr(self, "group_coordinator", None)
         if group_coordinator is not None:
             group_coordinator.shutdown()
+        share_coordinator = getattr(self, "share_coordinator", None)
+        if share_coordinator is not None:
+            share_coordinator.shutdown()
         txn_coordinator = getattr(self, "txn_coordinator", None)
         if txn_coordinator is not None:
             txn_coordinator.shutdown()

@@ -25,7 +25,7 @@ from kopfka.coordinator.group.consumer_protocol import ConsumerProtocol
 from kopfka.coordinator.group.group_metadata import ClassicGroup, ClassicState, ConsumerGroup, Group, now_ms
 from kopfka.coordinator.group.offsets import CommittedOffset, OffsetCache
 from kopfka.coordinator.group.txn_offsets import PendingTxnOffsets
-from kopfka.coordinator.internal_topic import coordinator_endpoint, ensure_topic, replay_partition
+from kopfka.coordinator.internal_topic import coordinator_endpoint, ensure_topic, follow_leadership, replay_partition
 from kopfka.coordinator.partition_writer import PartitionWriter
 from kopfka.metadata.image import MetadataDelta, MetadataImage
 from kopfka.protocol.errors import ErrorCode, KafkaError
@@ -157,18 +157,8 @@ class GroupCoordinator:
             self.shards.clear()
         topic = image.topics_by_name.get(OFFSETS_TOPIC)
         if topic is not None:
-            for pid in sorted(changes.changed_partitions.get(topic.topic_id, ())):
-                reg = topic.partitions.get(pid)
-                current = self.shards.get(pid)
-                if reg is not None and reg.leader == self.node_id:
-                    if current is None or current.leader_epoch != reg.leader_epoch:
-                        if current is not None:
-                            current.close()
-                        self._start_load(pid, reg.leader_epoch)
-                elif current is not None:
-                    log.info("Resigning as group coordinator for %s-%d", OFFSETS_TOPIC, pid)
-                    current.close()
-                    del self.shards[pid]
+            changed = changes.changed_partitions.get(topic.topic_id, ())
+            follow_leadership(topic, changed, self.node_id, self.shards, self._start_load, "group coordinator")
         gone = [n for n in deleted_names if n != OFFSETS_TOPIC]
         if gone:
             self.spawn(self._delete_topic_offsets(set(gone)))

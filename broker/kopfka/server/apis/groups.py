@@ -76,6 +76,16 @@ async def handle_find_coordinator(ctx: RequestContext, req: Any) -> dict[str, An
             if key_type == 1 and ctx.services.txn_coordinator is not None:
                 results.append(await ctx.services.txn_coordinator.find_coordinator(key, ctx.listener_name))
                 continue
+            if key_type == 2:  # SHARE (KIP-932): "group:topicId:partition", v6+, brokers only
+                if ctx.api_version < 6:
+                    raise KafkaError(ErrorCode.invalid_request, "The SHARE key type needs FindCoordinator v6")
+                if not authorize_cluster(ctx, AclOperation.CLUSTER_ACTION):
+                    raise KafkaError(ErrorCode.cluster_authorization_failed)
+                share = getattr(ctx.services, "share_coordinator", None)
+                if share is None:
+                    raise KafkaError(ErrorCode.coordinator_not_available, "the share coordinator is not running")
+                results.append(await share.find_coordinator(key, ctx.listener_name))
+                continue
             results.append(await _coordinator(ctx).find_coordinator(key, key_type, ctx.listener_name))
         except KafkaError as exc:
             results.append(
