@@ -7,6 +7,10 @@ Fills a topic with N MiB of 1 KiB records on a fresh `kopfka serve`, then measur
   (3) the same DataFrame aggregated over the value bytes (sum(length(value))),
 and prints records/s, MB/s and the ratio Spark / plain client.
 
+and, when Spark's own Kafka source can be installed (scripts/get-kafka --spark), (4) the same
+count() and aggregate through format("kafka") on the same data: its rate, the ratio
+format("kopfka") / format("kafka") (target >= 0.8) and whether both give identical results.
+
 Usage: python benchmarks/spark_read.py [--mb 1024] [--partitions 4] [--record-size 1024]
 """
 
@@ -21,6 +25,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "kafkaref"))
 
 from kopfka_process import KopfkaProcess
 
@@ -85,6 +90,35 @@ def plain_client(bootstrap: str, topic: str, partitions: int) -> tuple[int, int,
     return records, size, dt
 
 
+def compare_with_kafka_source(spark: object, bootstrap: str, topic: str, n: int, size: int, ours: object) -> None:
+    """The same reads through Spark's format("kafka"): rate, ratio, identical results."""
+    from pyspark.sql import functions as F
+
+    theirs = (spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap)  # type: ignore[attr-defined]
+              .option("subscribe", topic).load())
+    rates = {}
+    for name, df in (("kafka", theirs), ("kopfka", ours)):
+        best = 0.0
+        for _ in range(2):  # cold, then warm: the better of the two
+            t0 = time.perf_counter()
+            got = df.count()  # type: ignore[attr-defined]
+            dt = time.perf_counter() - t0
+            assert got == n, (name, got, n)
+            best = max(best, got / dt)
+        rates[name] = best
+        print(f"spark format('{name}') count(): {best:,.0f} records/s, {best * size / n / MiB:.1f} MB/s", flush=True)
+    print(f"format('kopfka') / format('kafka') read throughput: {rates['kopfka'] / rates['kafka']:.2f} "
+          "(target >= 0.8)", flush=True)
+
+    def digest(df: object) -> list[object]:
+        return sorted(tuple(r) for r in df.groupBy("partition").agg(  # type: ignore[attr-defined]
+            F.count("*"), F.min("offset"), F.max("offset"), F.sum(F.crc32("value")), F.sum(F.crc32("key"))
+        ).collect())
+
+    same = digest(theirs) == digest(ours)
+    print(f"identical results (per partition: count, offsets, value and key checksums): {same}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--mb", type=int, default=1024, help="topic size in MiB (default 1024)")
@@ -107,12 +141,18 @@ def main() -> None:
               f"{base_rps:,.0f} records/s, {base_mbs:.1f} MB/s", flush=True)
 
         import kopfka.spark
+        from kafka_ref import KafkaUnavailable, spark_kafka_jars
         from pyspark.sql import SparkSession
         from pyspark.sql import functions as F
 
+        try:
+            kafka_jars = [str(j) for j in spark_kafka_jars()]
+        except KafkaUnavailable as exc:
+            kafka_jars = []
+            print(f"Spark's Kafka source unavailable ({exc}): format('kafka') not measured", flush=True)
         spark = (SparkSession.builder.master("local[2]").appName("kopfka-spark-bench")
                  .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-                 .config("spark.driver.memory", "2g")
+                 .config("spark.driver.memory", "2g").config("spark.jars", ",".join(kafka_jars))
                  .getOrCreate())
         spark.sparkContext.setLogLevel("ERROR")
         kopfka.spark.register(spark)
@@ -134,6 +174,8 @@ def main() -> None:
         print(f"spark sum(length(key)+length(value)): {row.n} records in {dt:.1f} s = "
               f"{row.n / dt:,.0f} records/s, {size / dt / MiB:.1f} MB/s; ratio to plain client "
               f"{row.n / dt / base_rps:.2f}", flush=True)
+        if kafka_jars:
+            compare_with_kafka_source(spark, broker.bootstrap, topic, n, size, df)
         spark.stop()
     finally:
         broker.kill()

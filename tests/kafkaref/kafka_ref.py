@@ -107,6 +107,32 @@ def kafka_home() -> Path:
     return home
 
 
+@functools.cache
+def spark_kafka_jars() -> list[Path]:
+    """Spark's built-in Kafka source (spark-sql-kafka-0-10 for the installed pyspark, from Maven
+    Central via `scripts/get-kafka --spark`) with its runtime dependencies, for `spark.jars`."""
+    home = kafka_home()
+    try:
+        import pyspark
+    except ImportError as exc:
+        raise KafkaUnavailable(f"pyspark is not installed: {exc}") from exc
+    out = subprocess.run(
+        [str(REPO / "scripts" / "get-kafka"), "--spark"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "KAFKA_VERSION": KAFKA_VERSION, "PYTHON": sys.executable},
+    )
+    if out.returncode != 0:
+        raise KafkaUnavailable(
+            f"spark-sql-kafka-0-10 for pyspark {pyspark.__version__} is not available: {out.stderr.strip()[-600:]}"
+        )
+    jars = sorted((home / f"spark-{pyspark.__version__}" / "jars").glob("*.jar"))
+    if not any(j.name.startswith("spark-sql-kafka-0-10") for j in jars):
+        raise KafkaUnavailable(f"scripts/get-kafka --spark left no spark-sql-kafka-0-10 jar in {home}")
+    return jars
+
+
 def java_command(
     main: str, args: Sequence[str], *, jvm: Sequence[str] = TOOL_JVM, log_config: str = "tools"
 ) -> list[str]:

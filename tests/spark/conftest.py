@@ -51,12 +51,26 @@ def spark_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KopfkaPro
         proc.kill()
 
 
+def spark_kafka_jars() -> tuple[list[Path], str | None]:
+    """Spark's built-in Kafka source jars (scripts/get-kafka --spark), or why they are missing."""
+    sys.path.insert(0, str(Path(__file__).parents[1] / "kafkaref"))
+    from kafka_ref import KafkaUnavailable
+    from kafka_ref import spark_kafka_jars as jars
+
+    try:
+        return jars(), None
+    except KafkaUnavailable as exc:
+        return [], str(exc)
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    """The one SparkSession of the test run, with format("kopfka") registered."""
+    """The one SparkSession of the test run, with format("kopfka") registered and, when it can be
+    installed, Spark's own format("kafka") on the classpath."""
     reason = _missing()
     if reason:
         pytest.skip(reason)
+    kafka_jars, _ = spark_kafka_jars()
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     import kopfka.spark
@@ -70,6 +84,7 @@ def spark() -> Iterator[Any]:
         .config("spark.driver.memory", "1g")
         .config("spark.sql.streaming.pollingDelay", "10")
         .config("spark.python.worker.reuse", "true")
+        .config("spark.jars", ",".join(str(j) for j in kafka_jars))
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
@@ -88,3 +103,12 @@ def bootstrap(spark_broker: KopfkaProcess) -> str:
 def pytest_configure(config: pytest.Config) -> None:
     # pyspark 4.3 warns about pandas 3 on every Arrow conversion; not our concern here.
     config.addinivalue_line("filterwarnings", "ignore:PySpark does not yet fully support pandas")
+
+
+@pytest.fixture(scope="session")
+def kafka_source(spark: Any) -> Any:
+    """The session, when Spark's built-in Kafka source is on its classpath (else skip, with why)."""
+    jars, reason = spark_kafka_jars()
+    if not jars:
+        pytest.skip(f"Spark's Kafka source (spark-sql-kafka-0-10) unavailable: {reason}")
+    return spark
