@@ -347,6 +347,21 @@ def single_node(args: argparse.Namespace, root: Path, lines: list[str]) -> None:
     lines.append(ratio_line("cold start (fresh node -> Metadata)", "s", k["cold"], o["cold"], "cold"))
 
 
+def latency_only(args: argparse.Namespace, root: Path, lines: list[str]) -> None:
+    figures: dict[str, tuple[float, float]] = {}
+    for b in (kafka_single(root / "kafka-l"), kopfka_single(root / "kopfka-l")):
+        b.start()
+        try:
+            create_topic(b.bootstrap, "lat", 1)
+            latency(b.bootstrap, "lat", args.latency_rate, 3)  # warm-up
+            figures[b.name] = latency(b.bootstrap, "lat", args.latency_rate, args.latency_seconds)
+        finally:
+            b.kill()
+    (k50, k99), (o50, o99) = figures["Kafka"], figures["kopfka"]
+    lines.append(ratio_line(f"e2e latency p50 at {args.latency_rate:.0f} rec/s", "ms", k50, o50))
+    lines.append(ratio_line(f"e2e latency p99 at {args.latency_rate:.0f} rec/s", "ms", k99, o99, "p99"))
+
+
 def three_nodes(args: argparse.Namespace, root: Path, lines: list[str]) -> None:
     from kopfka import uuids
     from test_combined_mode import CombinedNode
@@ -413,6 +428,7 @@ def main() -> int:
         help="cap on the latency rate (the Python producer's pacing loop holds ~5k rec/s steadily)",
     )
     ap.add_argument("--restart-gib", type=float, default=10)
+    ap.add_argument("--latency-rate", type=float, default=0, help="only the latency comparison, at this rate")
     ap.add_argument("--skip", default="", help="comma-separated: single,cluster,restart")
     ap.add_argument("--dir", type=Path, default=None, help="where the brokers write (default: a temp dir)")
     args = ap.parse_args()
@@ -425,7 +441,9 @@ def main() -> int:
     root = Path(tempfile.mkdtemp(prefix="vs-kafka-", dir=args.dir))
     lines: list[str] = []
     try:
-        if "single" not in skip:
+        if args.latency_rate:
+            latency_only(args, root, lines)
+        elif "single" not in skip:
             single_node(args, root, lines)
         if "cluster" not in skip:
             three_nodes(args, root, lines)
