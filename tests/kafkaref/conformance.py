@@ -111,7 +111,7 @@ RETRIABLE = {ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_a
 # "step vN path: kafka=... kopfka=..." -> the reason. ([[] matches a literal "[".)
 TOKENS = "delegation tokens (KIP-48) are not implemented"
 SECURITY = "SSL/SASL settings are reconfigurable per listener in Kafka, not in kopfka (branch security)"
-NOT_PLANNED = "not implemented: share groups (KIP-932), streams groups (KIP-1071)"
+NOT_PLANNED = "not served yet: share groups' client APIs (KIP-932; the share coordinator is), streams groups (KIP-1071)"
 ELR = "Kafka's format writes a cluster-level min.insync.replicas with ELR enabled: branch kraft"
 METADATA_LOG = "the metadata logs hold different records (kopfka's own record set)"
 NODE_DEFAULTS = (
@@ -122,13 +122,12 @@ NODE_DEFAULTS = (
 KNOWN: dict[str, str] = {
     **{f"api_versions v* api_keys[[]api_key={k}]: kafka={{* kopfka='<absent>'": TOKENS for k in (38, 39, 40, 41)},
     **{f"api_versions v* api_keys[[]api_key={k}]: kafka={{* kopfka='<absent>'": NOT_PLANNED
-       for k in (76, 77, 78, 79, 83, 84, 85, 86, 87, 88, 89, 90, 91, 92)},
+       for k in (76, 77, 78, 79, 88, 89, 90, 91, 92)},
     "api_versions v* api_keys[[]api_key=45].max_version: kafka=1 kopfka=0":
         "AlterPartitionReassignments v1 (KIP-1075 replication factor changes) is not served",
     "api_versions v* api_keys[[]api_key=7[12]]: kafka='<absent>' *":
         "kopfka always serves client telemetry (KIP-714); Kafka only with a telemetry reporter configured",
     "api_versions v* *_features[[]name=eligible.leader.replicas.version]*": "ELR (KIP-966): branch kraft",
-    "api_versions v* *_features[[]name=share.version]*": NOT_PLANNED,
     "api_versions v* *_features[[]name=streams.version]*": NOT_PLANNED,
     "*configs[[]name=min.insync.replicas].config_source: kafka=3 kopfka=5": ELR,
     "*configs[[]name=min.insync.replicas].synonyms: kafka=[[]{'name': 'min.insync.replicas', 'value': '1', 'source': 3}*":  # noqa: E501
@@ -282,6 +281,15 @@ def describe_configs_body(rtype: int, name: str, keys: list[str] | None) -> dict
         "resources": [{"resource_type": rtype, "resource_name": name, "configuration_keys": keys}],
         "include_synonyms": True,
         "include_documentation": False,
+    }
+
+
+def share_body(state: State, partition: dict[str, Any], group: str = "c-share") -> dict[str, Any]:
+    return {
+        "group_id": group,
+        "topics": [
+            {"topic_id": state["ids"].get("c-data", uuid.UUID(int=9)), "partitions": [{"partition": 0, **partition}]}
+        ],
     }
 
 
@@ -1046,6 +1054,25 @@ STEPS: list[Step] = [
         },
     ),
     S("describe_user_scram_credentials after", 50, lambda s, v: {"users": [{"name": "alice-v0"}]}),
+    # the share coordinator's state RPCs (KIP-932), on a topic both know
+    S("initialize_share_group_state", 83, lambda s, v: share_body(s, {"state_epoch": 0, "start_offset": 0})),
+    S("read_share_group_state", 84, lambda s, v: share_body(s, {"leader_epoch": 0})),
+    S(
+        "write_share_group_state",
+        85,
+        lambda s, v: share_body(
+            s,
+            {
+                "state_epoch": 0,
+                "leader_epoch": 0,
+                "start_offset": 0,
+                "state_batches": [{"first_offset": 0, "last_offset": 1, "delivery_state": 2, "delivery_count": 1}],
+            },
+        ),
+    ),
+    S("read_share_group_state_summary", 87, lambda s, v: share_body(s, {"leader_epoch": 0})),
+    S("delete_share_group_state", 86, lambda s, v: share_body(s, {})),
+    S("read_share_group_state unknown group", 84, lambda s, v: share_body(s, {"leader_epoch": 0}, "c-no-share")),
     S("write_txn_markers", 27, lambda s, v: {"markers": []}),
     S(
         "delete_topics",
