@@ -26,6 +26,7 @@ from kopfka.protocol.entity_builder import build
 from kopfka.protocol.errors import ErrorCode
 from kopfka.security import plain, scram
 from kopfka.security.client import AuthenticationError, ClientSecurity
+from kopfka.timeouts import within
 
 CLIENT_ID = "kopfka-cli"
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
@@ -49,14 +50,14 @@ class KafkaConnection:
         host, _, port = bootstrap.strip().rpartition(":")
         host = host.strip("[]") or "127.0.0.1"
         tls = security.ssl_context if security is not None and security.tls else None
-        reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(host, int(port), ssl=tls, server_hostname=host if tls else None), timeout
+        reader, writer = await within(
+            timeout, asyncio.open_connection(host, int(port), ssl=tls, server_hostname=host if tls else None)
         )
         conn = cls(reader, writer, security)
         if security is not None and security.mechanism:
             try:
                 async with conn._lock:
-                    await asyncio.wait_for(conn._authenticate(), timeout)
+                    await within(timeout, conn._authenticate())
             except BaseException:
                 await conn.close()
                 raise
@@ -104,7 +105,7 @@ class KafkaConnection:
         e.g. a -1 timestamp where Kafka's schema has no null (DescribeTransactions)."""
         async with self._lock:
             if self._reauth_at is not None and time.monotonic() >= self._reauth_at:
-                await asyncio.wait_for(self._authenticate(), timeout)
+                await within(timeout, self._authenticate())
             return await self._roundtrip_frame(api_key, version, body, timeout)
 
     @staticmethod
@@ -149,8 +150,8 @@ class KafkaConnection:
         struct.pack_into(">i", data, 0, len(data) - 4)
         self.writer.write(bytes(data))
         await self.writer.drain()
-        size = struct.unpack(">i", await asyncio.wait_for(self.reader.readexactly(4), timeout))[0]
-        frame = await asyncio.wait_for(self.reader.readexactly(size), timeout)
+        size = struct.unpack(">i", await within(timeout, self.reader.readexactly(4)))[0]
+        frame = await within(timeout, self.reader.readexactly(size))
         (got,) = struct.unpack_from(">i", frame, 0)
         if got != corr:
             raise ConnectionError(f"correlation id mismatch: sent {corr}, got {got}")

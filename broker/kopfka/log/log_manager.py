@@ -47,6 +47,7 @@ from kopfka.storage.checkpoint import (
 )
 from kopfka.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 from kopfka.storage.unified_log import ISOLATION_LOG_END, UnifiedLog
+from kopfka.timeouts import wait_quietly
 
 log = logging.getLogger(__name__)
 
@@ -548,10 +549,7 @@ class LogManager:
         while True:
             next_delay = await asyncio.to_thread(self._delete_due)
             self._delete_wake.clear()
-            try:
-                await asyncio.wait_for(self._delete_wake.wait(), timeout=next_delay)
-            except TimeoutError:
-                pass
+            await wait_quietly(self._delete_wake.wait(), next_delay)
 
     def _delete_due(self, force: bool = False) -> float:
         """Delete the queued logs whose file.delete.delay.ms has passed; returns the seconds

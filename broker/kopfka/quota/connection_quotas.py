@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from kopfka.quota.client_quota_manager import INACTIVE_SENSOR_EXPIRATION_MS
 from kopfka.quota.stats import MetricConfig, QuotaViolation, Sensor, throttle_time_ms
+from kopfka.timeouts import wait_quietly
 
 UNLIMITED = 2**31 - 1
 CONNECTION_CREATION_RATE = "connection_creation_rate"
@@ -128,9 +129,7 @@ class ConnectionQuotas:
                 fut = asyncio.get_running_loop().create_future()
                 self._slot_waiters.append(fut)
                 try:
-                    await asyncio.wait_for(fut, 1.0)
-                except TimeoutError:
-                    pass
+                    await wait_quietly(fut, 1.0)
                 finally:
                     if fut in self._slot_waiters:
                         self._slot_waiters.remove(fut)

@@ -41,6 +41,7 @@ from kopfka.raft.local_raft import METADATA_TOPIC, QUORUM_STATE, metadata_log_di
 from kopfka.raft.raft_client import CommittedBatch, LeaderAndEpoch, RaftListener
 from kopfka.security.client import ClientSecurity
 from kopfka.storage.unified_log import UnifiedLog
+from kopfka.timeouts import wait_quietly
 from kopfka.uuids import METADATA_TOPIC_ID
 
 log = logging.getLogger(__name__)
@@ -608,15 +609,13 @@ class KafkaRaftClient:
             # removed: stop taking writes, let in-flight ones commit under the new voter set, then resign
             self.leader_ready = False
             if self._waiters and time.monotonic() - self._removed_seen < 3 * self.fetch_timeout:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._change.wait(), 0.1)
+                await wait_quietly(self._change.wait(), 0.1)
                 return
             log.info("[RaftClient id=%d] removed from the voter set; resigning leadership", self.node_id)
             await self._send_end_quorum_epoch()
             self._become_unattached(self.epoch)
             return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._change.wait(), min(0.2, self.fetch_timeout / 4))
+        await wait_quietly(self._change.wait(), min(0.2, self.fetch_timeout / 4))
 
     def _removed_at(self) -> int:
         return self._voter_history[-1][0]
@@ -1229,8 +1228,7 @@ class KafkaRaftClient:
         wait = req.max_wait.total_seconds() if hasattr(req.max_wait, "total_seconds") else int(req.max_wait) / 1000
         if offset >= self.log.log_end_offset and self._sent_hw.get(replica) == self.hw and wait > 0:
             ev = self._change
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(ev.wait(), wait)
+            await wait_quietly(ev.wait(), wait)
             if self.role != "leader":
                 return respond(ErrorCode.not_leader_or_follower)
         if offset < self.log.log_end_offset:

@@ -24,6 +24,7 @@ from typing import Any
 from kopfka.metadata.features import directory_assignment_supported
 from kopfka.metadata.image import MetadataImage
 from kopfka.protocol.errors import ErrorCode, KafkaError
+from kopfka.timeouts import wait_quietly
 
 log = logging.getLogger(__name__)
 
@@ -125,10 +126,7 @@ class AssignmentsManager:
 
     async def _run(self) -> None:
         while True:
-            try:
-                await asyncio.wait_for(self._wake.wait(), self._backoff())
-            except TimeoutError:
-                pass
+            await wait_quietly(self._wake.wait(), self._backoff())
             self._wake.clear()
             try:
                 if self._failures == 0:

@@ -18,6 +18,7 @@ from typing import Any
 
 from kopfka.metadata import records as mr
 from kopfka.protocol.errors import ErrorCode, KafkaError
+from kopfka.timeouts import wait_quietly
 
 log = logging.getLogger(__name__)
 
@@ -172,10 +173,7 @@ class BrokerLifecycleManager:
                 log.exception("Broker heartbeat failed unexpectedly")
             delay = (0.05 if self.state in (BrokerState.STARTING, BrokerState.RECOVERY) or self._want_shutdown
                      else self.heartbeat_interval)
-            try:
-                await asyncio.wait_for(self._wake.wait(), delay)  # a failed dir is reported at once
-            except TimeoutError:
-                pass
+            await wait_quietly(self._wake.wait(), delay)  # a failed dir is reported at once
             self._wake.clear()
 
     async def controlled_shutdown(self, timeout_s: float = 30.0) -> None:
@@ -184,9 +182,7 @@ class BrokerLifecycleManager:
             return
         self.set_state(BrokerState.PENDING_CONTROLLED_SHUTDOWN)
         self._want_shutdown = True
-        try:
-            await asyncio.wait_for(self._shutdown_ok.wait(), timeout_s)
-        except TimeoutError:
+        if not await wait_quietly(self._shutdown_ok.wait(), timeout_s):
             log.warning("Controlled shutdown did not complete within %.0fs; shutting down anyway", timeout_s)
         self.set_state(BrokerState.SHUTTING_DOWN)
 

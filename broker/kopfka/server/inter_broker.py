@@ -17,6 +17,7 @@ from kopfka.client.connection import KafkaConnection
 from kopfka.protocol.errors import ErrorCode, KafkaError
 from kopfka.security.client import ClientSecurity
 from kopfka.security.listeners import inter_broker_listener
+from kopfka.timeouts import within
 
 
 class InterBrokerClient:
@@ -61,7 +62,7 @@ class InterBrokerClient:
         conn = self._conns.pop(broker_id, None)
         if conn is not None:
             try:
-                await asyncio.wait_for(conn.close(), 1)
+                await within(1, conn.close())
             except (OSError, TimeoutError):
                 pass
 

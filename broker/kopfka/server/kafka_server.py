@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import logging
+import os
 import signal
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -260,7 +262,7 @@ class KafkaServer:
             await txn_coordinator.inter_broker.close()
         if self.replica_manager is not None:
             self.replica_manager.shutdown()
-        await asyncio.to_thread(self.scheduler.shutdown)
+        await self.scheduler.shutdown()
         if self.log_manager is not None:
             await asyncio.to_thread(self.log_manager.shutdown)
         if self.local_controller is not None:
@@ -294,3 +296,26 @@ class KafkaServer:
                     await starting
         finally:
             await self.shutdown()
+            await self._stop_leftover_tasks()
+
+    async def _stop_leftover_tasks(self, timeout_s: float = 10.0) -> None:
+        """Cancel whatever still runs once shutdown is complete and wait for it, bounded.
+
+        asyncio.run would cancel these too, but wait for them without limit: a task that survives
+        cancellation would keep the process alive after SIGTERM. The state on disk is final by
+        now, so such a task is logged with its stack, as the bug it is, and the process exits."""
+        rest = asyncio.all_tasks() - {asyncio.current_task()}
+        for t in rest:
+            t.cancel()
+        if not rest:
+            return
+        _, stuck = await asyncio.wait(rest, timeout=timeout_s)
+        if not stuck:
+            return
+        for t in stuck:
+            buf = io.StringIO()
+            t.print_stack(file=buf)
+            log.error("[KafkaServer id=%d] task %s did not stop when cancelled:\n%s", self.node_id, t.get_name(),
+                      buf.getvalue())
+        logging.shutdown()
+        os._exit(0)

@@ -16,7 +16,6 @@ at sasl.server.max.receive.size meanwhile.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import os
@@ -40,6 +39,7 @@ from kopfka.server.apis.api_versions import unsupported_version_response
 from kopfka.server.apis.produce import CloseConnection
 from kopfka.server.apis.registry import HANDLERS, DeferredResponse, RawResponse
 from kopfka.server.request_context import RequestContext
+from kopfka.timeouts import wait_quietly
 
 log = logging.getLogger(__name__)
 load_all()
@@ -256,8 +256,7 @@ class Connection(asyncio.BufferedProtocol):
         if failure.response is not None and hdr is not None:
             body = build(load_response_schema(hdr.api_key, hdr.api_version), failure.response)
             self.write(encode_response(hdr.api_key, hdr.api_version, hdr.correlation_id, body))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.drain(), 5)
+            await wait_quietly(self.drain(), 5)
         return False
 
     async def _dispatch(self, req: Any, frame_size: int) -> bool:
@@ -437,9 +436,6 @@ class KafkaNetworkServer:
                 conn._task.cancel()
                 tasks.append(conn._task)
         if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await asyncio.wait(tasks, timeout=5)  # bounded: the server's last-resort drain reports stragglers
         for s in self.servers:
-            try:
-                await asyncio.wait_for(s.wait_closed(), 2)
-            except TimeoutError:
-                pass
+            await wait_quietly(s.wait_closed(), 2)

@@ -14,6 +14,7 @@ listed in the topics' `*.replication.throttled.replicas`) sit here too.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -27,6 +28,7 @@ from kopfka.protocol.records import LOG_OVERHEAD, iter_batches
 from kopfka.quota.stats import MetricConfig, Sensor
 from kopfka.security.client import ClientSecurity
 from kopfka.security.listeners import inter_broker_listener
+from kopfka.timeouts import wait_quietly
 
 if TYPE_CHECKING:
     from kopfka.server.partition import Partition
@@ -200,6 +202,7 @@ class ReplicaFetcher:
         self.partitions: dict[TopicPartition, float] = {}  # tp -> not before (monotonic)
         self._wake = asyncio.Event()
         self.conn: KafkaConnection | None = None
+        self._stopped = False
         self.task = asyncio.get_running_loop().create_task(self._run(), name=f"ReplicaFetcher-{fetcher_id}-{leader_id}")
 
     def add(self, tp: TopicPartition) -> None:
@@ -210,32 +213,37 @@ class ReplicaFetcher:
         self.partitions.pop(tp, None)
 
     def stop(self) -> None:
+        """Stop fetching. The connection is closed by the task itself as it ends: closing it here
+        would finish an in-flight read in the same loop step as the cancellation."""
+        self._stopped = True
         self.task.cancel()
-        if self.conn is not None:
-            self.conn.writer.close()
 
     async def _run(self) -> None:
-        while True:
-            try:
-                await self._fetch_once()
-            except asyncio.CancelledError:
-                raise
-            except (OSError, ConnectionError, TimeoutError, asyncio.IncompleteReadError, KafkaError) as exc:
-                log.info("[ReplicaFetcher %d->%d] fetch failed: %s", self.rm.node_id, self.leader_id, exc)
-                await self._close()
-                await asyncio.sleep(self.backoff_s)
-            except Exception:
-                log.exception("[ReplicaFetcher %d->%d] unexpected error", self.rm.node_id, self.leader_id)
-                await self._close()
-                await asyncio.sleep(self.backoff_s)
+        try:
+            while not self._stopped:  # also ends the loop should a cancellation ever be lost
+                await self._fetch_round()
+        finally:
+            if self.conn is not None:
+                self.conn.writer.close()
+                self.conn = None
+
+    async def _fetch_round(self) -> None:
+        try:
+            await self._fetch_once()
+        except (OSError, ConnectionError, TimeoutError, asyncio.IncompleteReadError, KafkaError) as exc:
+            log.info("[ReplicaFetcher %d->%d] fetch failed: %s", self.rm.node_id, self.leader_id, exc)
+            await self._close()
+            await asyncio.sleep(self.backoff_s)
+        except Exception:
+            log.exception("[ReplicaFetcher %d->%d] unexpected error", self.rm.node_id, self.leader_id)
+            await self._close()
+            await asyncio.sleep(self.backoff_s)
 
     async def _close(self) -> None:
         if self.conn is not None:
             conn, self.conn = self.conn, None
-            try:
-                await asyncio.wait_for(conn.close(), 1)
-            except (OSError, TimeoutError):
-                pass
+            with contextlib.suppress(OSError):
+                await wait_quietly(conn.close(), 1)
 
     async def _connect(self) -> KafkaConnection:
         if self.conn is None:
@@ -268,10 +276,7 @@ class ReplicaFetcher:
         if not ready:
             self._wake.clear()
             delay = min((nb - time.monotonic() for nb in self.partitions.values()), default=1.0)
-            try:
-                await asyncio.wait_for(self._wake.wait(), max(0.02, min(delay, 0.2)))
-            except TimeoutError:
-                pass
+            await wait_quietly(self._wake.wait(), max(0.02, min(delay, 0.2)))
             return
         conn = await self._connect()
         sent: dict[TopicPartition, tuple[Partition, int, int]] = {}

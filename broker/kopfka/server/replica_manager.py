@@ -28,6 +28,7 @@ from kopfka.server.partition import Partition
 from kopfka.storage.file_records import FileSlice
 from kopfka.storage.producer_state import AppendOrigin
 from kopfka.storage.unified_log import UnifiedLog
+from kopfka.timeouts import wait_quietly
 
 log = logging.getLogger(__name__)
 
@@ -344,9 +345,7 @@ class ReplicaManager:
             for p in parts:
                 p.add_waiter(fut)
             try:
-                await asyncio.wait_for(fut, remaining)
-            except TimeoutError:
-                pass
+                await wait_quietly(fut, remaining)
             finally:
                 for p in parts:
                     p.remove_waiter(fut)
