@@ -10,6 +10,7 @@ offsetDelta | keyLen key | valueLen value | headerCount (keyLen key valueLen val
 
 from __future__ import annotations
 
+import logging
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -85,9 +86,7 @@ def _write_bytes(out: bytearray, data: bytes | None) -> None:
 
 def _read_bytes(buf: bytes | memoryview, pos: int) -> tuple[bytes | None, int]:
     n, pos = read_varint(buf, pos)
-    if n < 0:
-        if n != -1:
-            raise CorruptRecordError(message=f"invalid record field length {n}")
+    if n < 0:  # any negative length is a null (Kafka's DefaultRecord.readFrom)
         return None, pos
     end = pos + n
     if end > len(buf):
@@ -151,9 +150,7 @@ def _pack_batch(
     return out
 
 
-def encode_records(
-    records: Sequence[Record], *, base_offset: int, base_timestamp: int
-) -> bytearray:
+def encode_records(records: Sequence[Record], *, base_offset: int, base_timestamp: int) -> bytearray:
     """The uncompressed records region, deltas taken against the given bases."""
     body = bytearray()
     for r in records:
@@ -304,18 +301,15 @@ class RecordScan:
     null_key_indexes: list[int]
 
 
-def _skip_varint(buf: bytes | memoryview, pos: int, end: int) -> tuple[int, int]:
-    if pos < end:
-        b = buf[pos]
-        if b < 0x80:
-            return (b >> 1) ^ -(b & 1), pos + 1
-    value, pos = read_varint(buf, pos)
-    if pos > end:
-        raise CorruptRecordError(message="record field runs past its record")
-    return value, pos
-
-
-try:  # aiokafka's Cython record parser walks records ~10x faster than Python can
+# aiokafka's Cython record parser walks records ~10x faster than Python can. It is a private
+# module (aiokafka is pinned exactly for it); without it, or should it stop behaving as checked
+# below, the pure-Python walk (`scan_records_py`, Kafka's rules) does all the work. Where the two
+# differ, Kafka's rules decide: a batch the C parser rejects is walked again in Python (it is
+# stricter than Kafka about header keys that are not UTF-8 and about record attribute bytes >=
+# 0x80, which it reads as a varint). Left over: a crafted record with such an attribute byte, or
+# an int32 varint longer than Kafka's 5 bytes, that the C parser reads consistently can be
+# accepted with other deltas than Kafka would see. No Kafka client writes either encoding.
+try:
     from aiokafka.record._crecords.default_records import DefaultRecordBatch as _CRecordBatch
 except ImportError:  # pragma: no cover - the pure-Python walk below is the fallback
     _CRecordBatch = None
@@ -324,9 +318,9 @@ _FAKE_HEADER = struct.Struct(">qiibIhiqqqhii")
 _TS_HIGH, _TS_LOW = 2**63, -(2**63)
 
 
-
-def _walk_c(batch: bytes | bytearray | memoryview, base_off: int, base_ts: int, count: int,
-            collect_null_keys: bool) -> RecordScan:
+def _walk_c(
+    batch: bytes | bytearray | memoryview, base_off: int, base_ts: int, count: int, collect_null_keys: bool
+) -> RecordScan:
     """One lean pass of aiokafka's C parser over a whole (uncompressed) batch; records are not
     kept (retaining them costs more than the walk itself)."""
     bad_offset = -1
@@ -358,10 +352,43 @@ def _scan_records_c(payload: bytes | memoryview, count: int, collect_null_keys: 
     """Walk a (decompressed) records payload with the C parser, framed as an uncompressed batch
     at base offset 0 and base timestamp 0 (so offsets and timestamps read back as deltas)."""
     buf = bytearray(BATCH_HEADER_SIZE + len(payload))
-    _FAKE_HEADER.pack_into(buf, 0, 0, BATCH_HEADER_SIZE - LOG_OVERHEAD + len(payload), -1, MAGIC_V2, 0, 0,
-                           count - 1, 0, 0, -1, -1, -1, count)
+    _FAKE_HEADER.pack_into(
+        buf,
+        0,
+        0,
+        BATCH_HEADER_SIZE - LOG_OVERHEAD + len(payload),
+        -1,
+        MAGIC_V2,
+        0,
+        0,
+        count - 1,
+        0,
+        0,
+        -1,
+        -1,
+        -1,
+        count,
+    )
     buf[BATCH_HEADER_SIZE:] = payload
     return _walk_c(buf, 0, 0, count, collect_null_keys)
+
+
+def _c_parser_agrees() -> bool:
+    """Import-time check that the C parser still walks batches as this module expects: the
+    same scan as the Python walk on a good batch, a rejection of a truncated one."""
+    if _CRecordBatch is None:
+        return False
+    try:
+        recs = [Record(i, 1000 + i % 3, None if i == 1 else b"k", b"v" * i, (("h", b"x"),)) for i in range(4)]
+        good = bytes(encode_records(recs, base_offset=0, base_timestamp=1000))
+        if _scan_records_c(good, 4, True) != scan_records_py(good, 4, collect_null_keys=True):
+            return False
+        _scan_records_c(good[:-1], 4, False)
+    except CorruptRecordError:
+        return True
+    except Exception:
+        return False
+    return False
 
 
 def scan_batch_records(
@@ -369,45 +396,82 @@ def scan_batch_records(
 ) -> RecordScan | None:
     """Walk an *uncompressed* batch's records in place with the C parser (no copy at all).
 
-    Returns None when the fast path does not apply (compressed batch, no C parser); callers
-    then fall back to `scan_records` over the (decompressed) payload."""
+    Returns None when the fast path does not apply (compressed or LogAppendTime batch, no C
+    parser, or a batch the C parser rejects); callers then use `scan_records` over the
+    (decompressed) payload, where Kafka's rules decide."""
     if _CRecordBatch is None or header.compression or header.records_count <= 0:
         return None
+    if header.attributes & TIMESTAMP_TYPE_MASK:
+        return None  # aiokafka reports maxTimestamp for every record of a LogAppendTime batch
     view = memoryview(buf)[header.position : header.position + header.size]
-    return _walk_c(view, header.base_offset, header.base_timestamp, header.records_count, collect_null_keys)
+    try:
+        return _walk_c(view, header.base_offset, header.base_timestamp, header.records_count, collect_null_keys)
+    except CorruptRecordError:
+        return None  # the caller walks the payload again, where Kafka's rules decide
 
 
-def scan_records(
-    payload: bytes | memoryview, count: int, *, collect_null_keys: bool = False
-) -> RecordScan:
+def scan_records(payload: bytes | memoryview, count: int, *, collect_null_keys: bool = False) -> RecordScan:
     """Walk `count` records checking their framing; collect timestamps and null keys.
 
     Cheaper than `decode_records` (no key/value/header copies); raises CorruptRecordError on
-    any framing error, including a count that does not match the bytes.
+    any framing error, including a count that does not match the bytes. The verdict is Kafka's
+    (`scan_records_py`); the C parser only speeds up the common case of a good batch.
     """
     if _CRecordBatch is not None and count > 0:
-        return _scan_records_c(payload, count, collect_null_keys)
+        try:
+            return _scan_records_c(payload, count, collect_null_keys)
+        except CorruptRecordError:
+            pass  # aiokafka is stricter than Kafka in a few corners: Kafka's rules decide
     return scan_records_py(payload, count, collect_null_keys=collect_null_keys)
 
 
-def scan_records_py(
-    payload: bytes | memoryview, count: int, *, collect_null_keys: bool = False
-) -> RecordScan:
-    """The pure-Python record walk (the reference the C path is tested against)."""
+_INT32 = 0xFFFFFFFF
+_INT64 = 0xFFFFFFFFFFFFFFFF
+
+
+def _kafka_varint(buf: bytes | memoryview, pos: int, end: int, max_bytes: int, mask: int) -> tuple[int, int]:
+    """Kafka's ByteUtils.readVarint (max_bytes 5, 32-bit) / readVarlong (10, 64-bit): at most
+    `max_bytes` bytes, bits past the width dropped, then zigzag-decoded."""
+    raw = 0
+    shift = 0
+    for _ in range(max_bytes):
+        if pos >= end:
+            raise CorruptRecordError(message="record field runs past the batch")
+        b = buf[pos]
+        pos += 1
+        raw |= (b & 0x7F) << shift
+        if b < 0x80:
+            raw &= mask
+            return (raw >> 1) ^ -(raw & 1), pos
+        shift += 7
+    raise CorruptRecordError(message=f"varint longer than {max_bytes} bytes")
+
+
+def _varint32(buf: bytes | memoryview, pos: int, end: int) -> tuple[int, int]:
+    if pos < end and buf[pos] < 0x80:
+        b = buf[pos]
+        return (b >> 1) ^ -(b & 1), pos + 1
+    return _kafka_varint(buf, pos, end, 5, _INT32)
+
+
+def scan_records_py(payload: bytes | memoryview, count: int, *, collect_null_keys: bool = False) -> RecordScan:
+    """The pure-Python record walk, with the rules of Kafka's DefaultRecord.readFrom: a record
+    must consume exactly its declared size; a negative key or value length is a null; a header
+    key may not be null; the batch must hold exactly `count` records. It is the fallback when
+    aiokafka's C parser is missing and the judge whenever that parser rejects a batch."""
     n = len(payload)
     pos = 0
     ts_min = ts_max = 0
     bad_offset = -1
     null_keys: list[int] = []
     for i in range(count):
-        length, pos = _skip_varint(payload, pos, n)
-        end = pos + length
-        # smallest record: attributes + 5 one-byte varints
-        if length < 6 or end > n:
-            raise CorruptRecordError(message=f"record {i} length {length} is invalid")
-        pos += 1  # attributes
-        ts, pos = _skip_varint(payload, pos, end)
-        off, pos = _skip_varint(payload, pos, end)
+        length, pos = _varint32(payload, pos, n)
+        if length > n - pos:
+            raise CorruptRecordError(message=f"record {i} length {length} runs past the batch")
+        start = pos
+        pos += 1  # attributes (one byte, unused)
+        ts, pos = _kafka_varint(payload, pos, n, 10, _INT64)
+        off, pos = _varint32(payload, pos, n)
         if i == 0:
             ts_min = ts_max = ts
         elif ts < ts_min:
@@ -416,37 +480,38 @@ def scan_records_py(
             ts_max = ts
         if off != i and bad_offset < 0:
             bad_offset = i
-        klen, pos = _skip_varint(payload, pos, end)
-        if klen < 0:
-            if klen != -1:
-                raise CorruptRecordError(message=f"record {i} has key length {klen}")
-            if collect_null_keys:
-                null_keys.append(i)
-        else:
+        klen, pos = _varint32(payload, pos, n)
+        if klen >= 0:
             pos += klen
-        vlen, pos = _skip_varint(payload, pos, end)
-        if vlen < -1:
-            raise CorruptRecordError(message=f"record {i} has value length {vlen}")
+        elif collect_null_keys:
+            null_keys.append(i)
+        vlen, pos = _varint32(payload, pos, n)
         if vlen > 0:
             pos += vlen
-        nh, pos = _skip_varint(payload, pos, end)
-        if nh < 0 or nh > end - pos:
+        nh, pos = _varint32(payload, pos, n)
+        if nh < 0 or nh > n - pos:
             raise CorruptRecordError(message=f"record {i} has header count {nh}")
         for _ in range(nh):
-            hk, pos = _skip_varint(payload, pos, end)
+            hk, pos = _varint32(payload, pos, n)
             if hk < 0:
                 raise CorruptRecordError(message=f"record {i} has a null header key")
             pos += hk
-            hv, pos = _skip_varint(payload, pos, end)
-            if hv < -1:
-                raise CorruptRecordError(message=f"record {i} has header value length {hv}")
+            hv, pos = _varint32(payload, pos, n)
             if hv > 0:
                 pos += hv
-        if pos != end:
-            raise CorruptRecordError(message=f"record {i} size does not match its contents")
+        if pos > n:
+            raise CorruptRecordError(message=f"record {i} runs past the batch")
+        if pos - start != length:
+            raise CorruptRecordError(message=f"record {i} size {length} does not match its contents ({pos - start})")
     if pos != n:
         raise CorruptRecordError(message="record batch has trailing bytes after its records")
     return RecordScan(count, ts_min, ts_max, bad_offset, null_keys)
+
+
+if not _c_parser_agrees():  # pragma: no cover - an aiokafka that changed under us
+    if _CRecordBatch is not None:
+        logging.getLogger(__name__).warning("aiokafka's C record parser fails its self-check; using the Python walk")
+    _CRecordBatch = None
 
 
 def rebuild_batch(
@@ -502,9 +567,7 @@ def rebuild_batch(
         compressed,
         base_offset=header.base_offset if base_offset is None else base_offset,
         partition_leader_epoch=(
-            header.partition_leader_epoch
-            if partition_leader_epoch is None
-            else partition_leader_epoch
+            header.partition_leader_epoch if partition_leader_epoch is None else partition_leader_epoch
         ),
         attributes=attributes,
         last_offset_delta=header.last_offset_delta,
