@@ -37,8 +37,12 @@ def _assert_clean(a: Any) -> None:
     assert a.out_of_order == 0, a
 
 
-def _cluster(make_cluster: Any, brokers: int = 3, props: dict[str, str] | None = None,
-             assignments: dict[int, list[int]] | None = None) -> Any:
+def _cluster(
+    make_cluster: Any,
+    brokers: int = 3,
+    props: dict[str, str] | None = None,
+    assignments: dict[int, list[int]] | None = None,
+) -> Any:
     c = make_cluster(brokers, props)
     create_topic(c, TOPIC, 3, 3, assignments=assignments)
     wait_full_isr(c, TOPIC, 30)
@@ -64,6 +68,8 @@ def test_rolling_controlled_shutdown(make_cluster: Any, tmp_path: Path) -> None:
             wait_full_isr(c, TOPIC, 60)
 
     _assert_clean(run_scenario(c, TOPIC, tmp_path, "rolling-sigterm", disrupt))
+    # every shutdown ended on its own: no task had to be abandoned by the last-resort drain
+    assert not [b.node_id for b in c.brokers if "did not stop when cancelled" in b.log_text()]
 
 
 def test_sigkill_every_leader(make_cluster: Any, tmp_path: Path) -> None:
@@ -76,8 +82,11 @@ def test_sigkill_every_leader(make_cluster: Any, tmp_path: Path) -> None:
             victim = broker(c, leader)
             victim.kill()
             # the controller fences it after broker.session.timeout.ms and elects from the ISR
-            wait_until(lambda: describe(c, TOPIC)[pid].leader not in (-1, leader), 30,  # noqa: B023
-                       f"a new leader for partition {pid}")
+            wait_until(
+                lambda: describe(c, TOPIC)[pid].leader not in (-1, leader),  # noqa: B023
+                30,
+                f"a new leader for partition {pid}",
+            )
             n = prod.acked_count
             prod.wait_acked(n + 100, timeout=60)
             victim.start()
@@ -99,8 +108,11 @@ def test_frozen_follower(make_cluster: Any, tmp_path: Path) -> None:
         assert victim.proc is not None
         os.kill(victim.proc.pid, signal.SIGSTOP)
         try:
-            wait_until(lambda: all(victim.node_id not in describe(c, TOPIC)[p].isr for p in followed), 20,
-                       "the frozen follower to leave the ISRs")
+            wait_until(
+                lambda: all(victim.node_id not in describe(c, TOPIC)[p].isr for p in followed),
+                20,
+                "the frozen follower to leave the ISRs",
+            )
             n = prod.acked_count
             prod.wait_acked(n + 100, timeout=60)  # min.insync.replicas=2 still met by the rest
         finally:
@@ -111,8 +123,10 @@ def test_frozen_follower(make_cluster: Any, tmp_path: Path) -> None:
 
 
 async def _reassign(addr: str, moves: dict[int, list[int]]) -> Any:
-    body = {"timeout": 30000, "topics": [{"name": TOPIC, "partitions": [
-        {"partition_index": p, "replicas": r} for p, r in moves.items()]}]}
+    body = {
+        "timeout": 30000,
+        "topics": [{"name": TOPIC, "partitions": [{"partition_index": p, "replicas": r} for p, r in moves.items()]}],
+    }
     return await request(addr, 45, 0, body, timeout=30)
 
 
