@@ -130,3 +130,25 @@ async def test_preferred_election_and_rebalance_refuse_replica_in_failed_dir(ctl
     assert res["t"].error == ErrorCode.preferred_leader_not_available
     assert ctl.p("t").leader == 1
     assert res["ok"].error == ErrorCode.none and ctl.p("ok").leader == 2
+
+
+async def test_alter_partition_refuses_replica_in_offline_dir(ctl: Ctl) -> None:
+    """A replica whose dir its broker reported offline (or that is recorded LOST) cannot rejoin the
+    ISR through the leader's AlterPartition (INELIGIBLE_REPLICA, ISR unchanged); once the replica
+    lives in an online dir again it can."""
+    topic_id = await ctl.partition("t", (1, 2, 3), (1, 2), 1, (d(1), d(2), d(3)))
+    await ctl.fail_dir(3, d(3))
+    p = ctl.p("t")
+    new_isr = [(1, ctl.epochs[1]), (2, ctl.epochs[2]), (3, ctl.epochs[3])]
+    res = await ctl.c.alter_partition(1, ctl.epochs[1], topic_id, 0, p.leader_epoch, p.partition_epoch, new_isr)
+    assert res.error == ErrorCode.ineligible_replica
+    assert ctl.p("t").isr == (1, 2)
+    lost_id = await ctl.partition("lost", (1, 2, 3), (1, 2), 1, (d(1), d(2), DIR_LOST))
+    p = ctl.p("lost")
+    res = await ctl.c.alter_partition(1, ctl.epochs[1], lost_id, 0, p.leader_epoch, p.partition_epoch, new_isr)
+    assert res.error == ErrorCode.ineligible_replica
+    # the replica moved to the broker's other (online) dir: it may join
+    await ctl.c._write([mr.PartitionChangeRecord(0, topic_id, directories=(d(1), d(2), d(3, 1)))])
+    p = ctl.p("t")
+    res = await ctl.c.alter_partition(1, ctl.epochs[1], topic_id, 0, p.leader_epoch, p.partition_epoch, new_isr)
+    assert res.error == ErrorCode.none and ctl.p("t").isr == (1, 2, 3)

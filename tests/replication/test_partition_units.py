@@ -147,3 +147,32 @@ def test_truncation_when_follower_lacks_the_leaders_epoch(tmp_path: Path) -> Non
     follower.append_as_leader(_epoch_batch([b"b"] * 4, 3), leader_epoch=3)
     assert divergence_truncation_offset(follower, 1, 7) == 4
     assert divergence_truncation_offset(follower, 0, 2) == 2
+
+
+def test_leader_does_not_propose_a_replica_in_an_offline_dir(tmp_path: Path) -> None:
+    """KIP-858 on the leader side: a follower whose replica sits in a log dir its broker reported
+    offline is not proposed for the ISR, however caught up it looks; in an online dir it is."""
+    from kopfka.metadata import records as mr
+    from kopfka.metadata.image import replay
+    from kopfka.server.replica_manager import ReplicaManager
+
+    dirs = {b: (f"{b:032x}", f"{b + 100:032x}") for b in (1, 2, 3)}
+    tid = "x" * 22
+    image = replay([
+        *(mr.RegisterBrokerRecord(b, f"inc-{b}", 7, (), fenced=False, log_dirs=dirs[b]) for b in (1, 2, 3)),
+        mr.BrokerRegistrationChangeRecord(3, 7, log_dirs=(dirs[3][1],)),  # broker 3's first dir failed
+        mr.TopicRecord("t", tid),
+        mr.PartitionRecord(0, tid, (1, 2, 3), (1, 2), 1, directories=(dirs[1][0], dirs[2][0], dirs[3][0])),
+        mr.TopicRecord("u", "y" * 22),
+        mr.PartitionRecord(0, "y" * 22, (1, 2, 3), (1, 2), 1, directories=(dirs[1][0], dirs[2][0], dirs[3][1])),
+    ])
+    rm = ReplicaManager(1, None)  # type: ignore[arg-type]
+    rm.image = image
+    assert not rm._is_eligible(3, 7, tp=("t", 0))
+    assert rm._is_eligible(3, 7, tp=("u", 0))
+    assert rm._is_eligible(2, 7, tp=("t", 0)) and not rm._is_eligible(2, 8, tp=("t", 0))
+    p, proposals = _leader(tmp_path, isr=(1, 2))
+    p.is_eligible = lambda b, e: rm._is_eligible(b, e, tp=("t", 0))
+    p.log.append_as_leader(batch([b"a"]), leader_epoch=5)
+    p.update_follower_fetch(3, p.log.log_end_offset, 7, now=101.0)
+    assert proposals == []

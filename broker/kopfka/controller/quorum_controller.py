@@ -355,8 +355,15 @@ class QuorumController:
                 if r in p.isr:
                     continue
                 rb = self.image.brokers.get(r)
-                # KIP-841: a fenced or shutting-down broker, or a stale incarnation, never joins the ISR
+                # KIP-841: a fenced or shutting-down broker, or a stale incarnation, never joins the ISR;
+                # nor does a replica whose log dir its broker reported offline (KIP-858)
                 if rb is None or rb.fenced or rb.in_controlled_shutdown or (epoch >= 0 and epoch != rb.epoch):
+                    return AlterPartitionResult(ErrorCode.ineligible_replica)
+                if not self._replica_dir_online(r, p):
+                    log.info(
+                        "[QuorumController id=%d] refusing ISR %s for %s-%d: the log dir of replica %d is offline",
+                        self.node_id, list(isr), t.name, partition, r,
+                    )
                     return AlterPartitionResult(ErrorCode.ineligible_replica)
             rec = self._change(topic_id, partition, p, isr=isr)
             if rec is not None:

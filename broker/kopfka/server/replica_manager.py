@@ -14,6 +14,7 @@ replica.lag.time.max.ms. Partitions whose ISR is just this broker never touch an
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Sequence, Set
@@ -22,7 +23,7 @@ from typing import Any
 
 from kopfka.config.server_config import SERVER_CONFIG
 from kopfka.log.log_manager import LogManager
-from kopfka.metadata.image import TOPIC_RESOURCE, MetadataDelta, MetadataImage
+from kopfka.metadata.image import TOPIC_RESOURCE, MetadataDelta, MetadataImage, replica_dir_online
 from kopfka.protocol.errors import ErrorCode, KafkaError
 from kopfka.server.partition import Partition
 from kopfka.storage.file_records import FileSlice
@@ -160,7 +161,7 @@ class ReplicaManager:
                 return
             part = Partition(topic, pid, topic_id, ulog, self.node_id)
             part.on_isr_change = self._send_alter_partition
-            part.is_eligible = self._is_eligible
+            part.is_eligible = functools.partial(self._is_eligible, tp=tp)
             self.partitions[tp] = part
         new_epoch = part.leader_id != reg.leader or part.leader_epoch != reg.leader_epoch
         became_leader = reg.leader == self.node_id and new_epoch
@@ -373,12 +374,18 @@ class ReplicaManager:
                 if part.is_leader and len(part.isr) > 1:
                     part.maybe_shrink_isr(lag_s, now)
 
-    def _is_eligible(self, broker_id: int, broker_epoch: int) -> bool:
-        """KIP-841: fenced or shutting-down brokers (or a stale incarnation) never join the ISR."""
+    def _is_eligible(self, broker_id: int, broker_epoch: int, tp: TopicPartition) -> bool:
+        """KIP-841: fenced or shutting-down brokers (or a stale incarnation) never join the ISR; nor
+        does a replica whose log dir its broker reported offline (KIP-858: the controller would
+        refuse the AlterPartition anyway)."""
         b = self.image.brokers.get(broker_id)
         if b is None or b.fenced or b.in_controlled_shutdown:
             return False
-        return broker_epoch < 0 or broker_epoch == b.epoch
+        if broker_epoch >= 0 and broker_epoch != b.epoch:
+            return False
+        topic = self.image.topics_by_name.get(tp[0])
+        reg = topic.partitions.get(tp[1]) if topic is not None else None
+        return reg is None or replica_dir_online(self.image, broker_id, reg)
 
     def _send_alter_partition(self, part: Partition, new_isr: tuple[int, ...], generation: int) -> None:
         if self.controller is None or not hasattr(self.controller, "alter_partition"):
