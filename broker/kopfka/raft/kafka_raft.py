@@ -86,10 +86,16 @@ class RaftPeers:
     """Connections to other quorum nodes, one per (endpoint, purpose): a long-polling fetch
     never queues a Vote behind it."""
 
-    def __init__(self, request_timeout_s: float, security: ClientSecurity | None = None) -> None:
+    def __init__(
+        self,
+        request_timeout_s: float,
+        security: ClientSecurity | None = None,
+        blocked: Callable[[], bool] | None = None,
+    ) -> None:
         self.timeout = request_timeout_s
         self.security = security  # the controller listener's client side (TLS / SASL)
         self._conns: dict[tuple[str, int, str], KafkaConnection] = {}
+        self._blocked = blocked
 
     async def request(
         self,
@@ -102,6 +108,9 @@ class RaftPeers:
         purpose: str = "rpc",
         timeout: float | None = None,
     ) -> Any:
+        if self._blocked is not None and self._blocked():
+            await asyncio.sleep(min(self.timeout, timeout or self.timeout))  # as a request lost on the way
+            raise ConnectionError(f"{host}:{port}: isolated by the test fault hook")
         key = (host, port, purpose)
         conn = self._conns.get(key)
         try:
@@ -147,6 +156,7 @@ class KafkaRaftClient:
         retention_bytes: int = 104_857_600,
         retention_ms: int = 604_800_000,
         security: ClientSecurity | None = None,
+        isolation_file: Path | None = None,
     ) -> None:
         self.node_id = node_id
         self.cluster_id = cluster_id
@@ -163,7 +173,9 @@ class KafkaRaftClient:
         self.auto_join = auto_join
         self.retention_bytes = retention_bytes
         self.retention_ms = retention_ms
-        self.peers = RaftPeers(request_timeout_ms / 1000, security)
+        # test-only fault hook: while this file exists the node neither sends nor answers quorum RPCs
+        self._isolation_file = isolation_file
+        self.peers = RaftPeers(request_timeout_ms / 1000, security, blocked=lambda: self.isolated)
         self._listeners: list[RaftListener] = []
         self._leader_change_cbs: list[Callable[[LeaderAndEpoch], None]] = []
         # retention of the metadata log is snapshot-driven (maybe_clean), never by the topic defaults
@@ -213,6 +225,8 @@ class KafkaRaftClient:
         self.fatal_error: str | None = None
         self._removed_clock: float | None = None
         self._next_clean = 0.0
+        # KIP-996: a follower that has fetched from its leader since following it refuses pre-votes
+        self._fetched_from_leader = False
 
     # --- persistent state -----------------------------------------------------------------
     def _load_quorum_state(self) -> None:
@@ -266,6 +280,11 @@ class KafkaRaftClient:
         """The voter entry that carries this node's id under another directory id, if any."""
         voter = self.voters.get(self.node_id)
         return voter if voter is not None and not self.is_voter else None
+
+    @property
+    def isolated(self) -> bool:
+        """The test-only network partition (`internal.raft.isolation.file`) is in force."""
+        return self._isolation_file is not None and self._isolation_file.exists()
 
     def _scan_voters(self, start: int, end: int) -> None:
         if self.static or start >= end:
@@ -428,9 +447,25 @@ class KafkaRaftClient:
             self.voted_id = -1
         self.epoch, self.leader_id, self.role = epoch, leader_id, "follower"
         self._last_leader_contact = time.monotonic()
+        self._fetched_from_leader = False
         if changed:
             self._persist()
             self._announce()
+        self._notify()
+
+    def _become_prospective(self) -> None:
+        """KIP-996: before bumping the epoch, ask the voters whether they would vote at all (a
+        pre-vote). The epoch, the known leader and our vote stay as they are, so a voter cut off
+        from the quorum keeps its epoch and cannot disrupt the leader when it comes back."""
+        self._step_down()
+        self.role = "prospective"
+        self._election_deadline = time.monotonic() + self._random_election_timeout()
+        log.info(
+            "[RaftClient id=%d] prospective in epoch %d (leader %d): asking for pre-votes",
+            self.node_id,
+            self.epoch,
+            self.leader_id,
+        )
         self._notify()
 
     def _become_candidate(self) -> None:
@@ -568,12 +603,14 @@ class KafkaRaftClient:
                     await self._leader_tick()
                 elif self.role == "candidate":
                     await self._election()
+                elif self.role == "prospective":
+                    await self._pre_election()
                 elif (
                     self.is_voter
                     and self.role == "unattached"
                     and (time.monotonic() >= self._election_deadline or self.voters.keys() == {self.node_id})
                 ):
-                    self._become_candidate()
+                    self._become_prospective()
                 else:
                     await self._fetch_once()
             except asyncio.CancelledError:
@@ -694,15 +731,52 @@ class KafkaRaftClient:
         return [{"name": "CONTROLLER", "host": self.local_endpoint[0], "port": self.local_endpoint[1]}]
 
     async def _election(self) -> None:
+        """Candidate: a binding vote in our (already bumped) epoch; a majority makes us leader. A
+        lost election backs off and starts over from a pre-vote (KIP-996), not a new epoch."""
         epoch = self.epoch
+        won = await self._collect_votes(pre_vote=False)
+        if won is None or self.role != "candidate" or self.epoch != epoch:
+            return  # a BeginQuorumEpoch or a higher epoch moved us on
+        if won:
+            await self._become_leader()
+            return
+        await asyncio.sleep(random.random() * self.election_backoff_max)
+        if self.role == "candidate" and self.epoch == epoch:
+            self._become_prospective()
+
+    async def _pre_election(self) -> None:
+        """Prospective: a majority of pre-votes lets us become a candidate (and only then bump
+        the epoch); otherwise we go back to the leader we knew (or to unattached) and wait for
+        the next fetch or election timeout."""
+        epoch = self.epoch
+        won = await self._collect_votes(pre_vote=True)
+        if won is None or self.role != "prospective" or self.epoch != epoch:
+            return
+        if won:
+            self._become_candidate()
+            return
+        await asyncio.sleep(random.random() * self.election_backoff_max)
+        if self.role != "prospective" or self.epoch != epoch:
+            return
+        if self.leader_id >= 0 and self.leader_id != self.node_id:
+            self._become_follower(self.leader_id, epoch)
+        else:
+            self._become_unattached(epoch)
+
+    async def _collect_votes(self, *, pre_vote: bool) -> bool | None:
+        """Ask every voter for a (pre-)vote in our epoch until a majority grants, a majority
+        refuses, or the election timeout passes: True when granted, False when not, None when a
+        response showed a newer epoch or leader and we moved on."""
+        epoch = self.epoch
+        role = self.role
         voters = dict(self.voters)
         if self.node_id not in voters:
             self._become_unattached(epoch)
-            return
-        granted = {self.node_id}
-        if len(granted) >= len(voters) // 2 + 1:
-            await self._become_leader()
-            return
+            return None
+        majority = len(voters) // 2 + 1
+        granted, refused = {self.node_id}, set()
+        if len(granted) >= majority:
+            return True
         last_epoch = self._last_epoch()
         leo = self.log.log_end_offset
 
@@ -722,7 +796,7 @@ class KafkaRaftClient:
                                 "voter_directory_id": _dir_uuid(v.directory_id),
                                 "last_offset_epoch": last_epoch,
                                 "last_offset": leo,
-                                "pre_vote": False,
+                                "pre_vote": pre_vote,
                             }
                         ],
                     }
@@ -738,31 +812,34 @@ class KafkaRaftClient:
                     voter_id, resp = await fut
                 except (ConnectionError, KafkaError):
                     continue
-                if self.role != "candidate" or self.epoch != epoch:
-                    return  # a BeginQuorumEpoch or higher-epoch vote moved us on
+                if self.role != role or self.epoch != epoch:
+                    return None
                 p = resp.topics[0].partitions[0] if resp.topics else None
                 if p is None:
                     continue
                 if p.leader_epoch > epoch:
-                    if p.leader_id >= 0:
+                    if p.leader_id >= 0 and p.leader_id != self.node_id:
                         self._become_follower(p.leader_id, p.leader_epoch)
                     else:
                         self._become_unattached(p.leader_epoch)
-                    return
+                    return None
+                if pre_vote and p.leader_epoch == epoch and p.leader_id not in (-1, self.node_id, self.leader_id):
+                    self._become_follower(p.leader_id, epoch)  # a leader of our epoch we did not know of
+                    return None
                 if p.vote_granted:
                     granted.add(voter_id)
-                    if len(granted) >= len(voters) // 2 + 1:
-                        await self._become_leader()
-                        return
+                    if len(granted) >= majority:
+                        return True
+                else:
+                    refused.add(voter_id)
+                    if len(refused) > len(voters) - majority:
+                        return False
         except TimeoutError:
             pass
         finally:
             for t in tasks:
                 t.cancel()
-        if self.role == "candidate" and self.epoch == epoch:
-            await asyncio.sleep(random.random() * self.election_backoff_max)
-            if self.role == "candidate" and self.epoch == epoch:
-                self._become_candidate()
+        return False
 
     async def _fetch_once(self) -> None:
         target = self._fetch_target()
@@ -856,9 +933,9 @@ class KafkaRaftClient:
                 self.leader_id,
                 now - self._last_leader_contact,
             )
-            self._become_candidate()
+            self._become_prospective()
         elif self.role == "unattached" and now >= self._election_deadline:
-            self._become_candidate()
+            self._become_prospective()
 
     async def _handle_fetch_response(self, resp: Any, epoch: int, source: tuple[str, int]) -> None:
         if resp.error_code != ErrorCode.none:
@@ -899,6 +976,7 @@ class KafkaRaftClient:
         if self.role not in ("follower", "unattached") or self.leader_id < 0:
             return
         self._last_leader_contact = time.monotonic()
+        self._fetched_from_leader = self.role == "follower"
         if p.diverging_epoch.epoch >= 0 or p.diverging_epoch.end_offset >= 0:
             target = max(0, min(int(p.diverging_epoch.end_offset), self.log.log_end_offset))
             if target < self.hw:
@@ -1057,18 +1135,39 @@ class KafkaRaftClient:
             out["error_code"] = ErrorCode.invalid_voter_key
             return self._vote_response(ErrorCode.none, out)
         cand, cand_epoch = int(p.replica_id), int(p.replica_epoch)
+        pre_vote = bool(getattr(p, "pre_vote", False))
+        last = (int(p.last_offset_epoch), int(p.last_offset))
+        # a candidate bumped its epoch past its log's; a prospective (pre-vote) has not
+        if last[1] < 0 or last[0] < 0 or (last[0] > cand_epoch if pre_vote else last[0] >= cand_epoch):
+            out["error_code"] = ErrorCode.invalid_request
+            return self._vote_response(ErrorCode.none, out)
+        if cand_epoch < self.epoch:
+            out["error_code"] = ErrorCode.fenced_leader_epoch
+            return self._vote_response(ErrorCode.none, out)
         if cand_epoch > self.epoch:
             self._become_unattached(cand_epoch)
-        granted = False
-        if (
-            cand_epoch == self.epoch
-            and self.role not in ("leader",)
-            and self.leader_id < 0
-            and self.voted_id in (-1, cand)
-        ):
-            mine = (self._last_epoch(), self.log.log_end_offset)
-            if (int(p.last_offset_epoch), int(p.last_offset)) >= mine:
-                granted = True
+        up_to_date = last >= (self._last_epoch(), self.log.log_end_offset)
+        if pre_vote:
+            # KIP-996: a pre-vote binds nothing and changes no state. Refused by a leader, and by a
+            # follower that has heard from its leader since following it (the leader is alive)
+            granted = up_to_date and self.role != "leader"
+            if self.role == "follower" and self._fetched_from_leader:
+                granted = False
+            log.info(
+                "[RaftClient id=%d] pre-vote for %d in epoch %d %s",
+                self.node_id,
+                cand,
+                cand_epoch,
+                "granted" if granted else "refused",
+            )
+        else:
+            granted = (
+                up_to_date
+                and self.role not in ("leader", "candidate")
+                and self.leader_id < 0
+                and self.voted_id in (-1, cand)
+            )
+            if granted:
                 if self.voted_id != cand:
                     self.voted_id = cand
                     self._persist()

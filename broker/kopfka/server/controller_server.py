@@ -81,6 +81,7 @@ def controller_request_allowed(svc: ControllerServices, principal: Any, host: st
     return op is not None and authz.authorize(principal, host, op, ResourceType.CLUSTER, CLUSTER_NAME)
 
 
+QUORUM_RPCS = frozenset({1, 52, 53, 54, 59})  # Fetch, Vote, Begin/EndQuorumEpoch, FetchSnapshot
 ControllerHandler = Callable[[ControllerServices, int, Any], Awaitable[dict[str, Any]]]
 CONTROLLER_HANDLERS: dict[int, ControllerHandler] = {}
 
@@ -125,6 +126,8 @@ class ControllerConnection(Connection):
                 api_key,
             )
             return False
+        if api_key in QUORUM_RPCS and svc.raft.isolated:
+            return False  # the test-only network partition: the request is lost, the connection drops
         handler = CONTROLLER_HANDLERS[api_key]
         result = await handler(svc, version, req)
         self.write(encode_response(api_key, version, corr, build(load_response_schema(api_key, version), result)))

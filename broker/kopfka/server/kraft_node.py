@@ -140,6 +140,9 @@ async def start_kraft_node(server: KafkaServer, cluster_id: str) -> None:
         segment_bytes=_metadata_segment_bytes(cfg),
         retention_bytes=int(cfg["metadata.max.retention.bytes"]),
         retention_ms=int(cfg["metadata.max.retention.ms"]),
+        isolation_file=Path(cfg.originals["internal.raft.isolation.file"])
+        if cfg.originals.get("internal.raft.isolation.file")
+        else None,
         auto_join=cfg.is_controller
         and not static
         and str(cfg.originals.get("controller.quorum.auto.join.enable", "true")).lower() == "true",
