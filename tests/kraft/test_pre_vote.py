@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +18,13 @@ from cluster import Cluster, Node, describe_quorum, run, wait_until
 from kio.index import load_request_schema
 from kopfka.metadata import records as mr
 from kopfka.protocol.entity_builder import build
-from kopfka.raft.kafka_raft import METADATA_TOPIC, KafkaRaftClient
+from kopfka.protocol.errors import ErrorCode
+from kopfka.raft.kafka_raft import METADATA_TOPIC, KafkaRaftClient, Voter
 
 
-def _vote(epoch: int, candidate: int, last_epoch: int, last_offset: int, pre_vote: bool) -> Any:
+def _vote(
+    epoch: int, candidate: int, last_epoch: int, last_offset: int, pre_vote: bool, voter_dir: uuid.UUID | None = None
+) -> Any:
     body = {
         "cluster_id": "c",
         "voter_id": 1,
@@ -33,7 +37,7 @@ def _vote(epoch: int, candidate: int, last_epoch: int, last_offset: int, pre_vot
                         "replica_epoch": epoch,
                         "replica_id": candidate,
                         "replica_directory_id": None,
-                        "voter_directory_id": None,
+                        "voter_directory_id": voter_dir,
                         "last_offset_epoch": last_epoch,
                         "last_offset": last_offset,
                         "pre_vote": pre_vote,
@@ -127,3 +131,34 @@ def test_partitioned_voter_does_not_disrupt_the_quorum_on_return(tmp_path: Path)
         assert "starting election" not in victim.log_text().split("pre-votes", 1)[1]
     finally:
         c.stop()
+
+
+def test_pre_vote_respects_replica_keys(tmp_path: Path) -> None:
+    """KIP-853 + KIP-996: a pre-vote addressed to this node's old directory id is refused with
+    INVALID_VOTER_KEY, and a node whose id is a voter only under another directory id (its disk
+    was lost) never becomes prospective: it would otherwise ask for votes with an empty log."""
+
+    async def scenario() -> None:
+        raft = KafkaRaftClient(
+            node_id=1,
+            cluster_id="c",
+            metadata_dir=tmp_path,
+            directory_id="AAAAAAAAAAAAAAAAAAAAAQ",
+            static_voters={1: ("127.0.0.1", 1), 2: ("127.0.0.1", 1), 3: ("127.0.0.1", 1)},
+        )
+        try:
+            raft._become_unattached(5)
+            req = _vote(5, 2, 0, 0, pre_vote=True, voter_dir=uuid.UUID(int=2))  # another directory
+            p = raft.handle_vote(req)["topics"][0]["partitions"][0]
+            assert (p["error_code"], p["vote_granted"]) == (ErrorCode.invalid_voter_key, False)
+            assert (raft.epoch, raft.voted_id) == (5, -1)
+            # our id stays a voter under a stale directory id: no pre-vote round, no epoch bump
+            raft.voters[1] = Voter(1, "AAAAAAAAAAAAAAAAAAAAAg", "127.0.0.1", 1)
+            assert not raft.is_voter
+            raft.role = "prospective"
+            assert await raft._collect_votes(pre_vote=True) is None
+            assert (raft.role, raft.epoch) == ("unattached", 5)
+        finally:
+            await raft.close()
+
+    asyncio.run(scenario())

@@ -770,7 +770,7 @@ class KafkaRaftClient:
         epoch = self.epoch
         role = self.role
         voters = dict(self.voters)
-        if self.node_id not in voters:
+        if not self.is_voter:  # KIP-853: our id under another directory id is not us
             self._become_unattached(epoch)
             return None
         majority = len(voters) // 2 + 1
