@@ -58,9 +58,7 @@ def test_varint_round_trip_edges() -> None:
 @pytest.mark.parametrize("codec", CODECS)
 def test_encode_decode_round_trip(codec: int) -> None:
     recs = sample_records()
-    batch = encode_batch(
-        recs, compression_type=codec, producer_id=7, producer_epoch=2, base_sequence=40
-    )
+    batch = encode_batch(recs, compression_type=codec, producer_id=7, producer_epoch=2, base_sequence=40)
     (h,) = list(iter_batches(batch))
     assert h.compression == codec
     assert (h.producer_id, h.producer_epoch, h.base_sequence) == (7, 2, 40)
@@ -103,8 +101,9 @@ def test_clients_read_batches_we_build_and_rebuild(reader: type, codec: int) -> 
     recs = sample_records(30)
     for data in (
         encode_batch(recs, compression_type=codec),
-        bytes(rebuild_batch(encode_batch(recs), read_header(encode_batch(recs)),
-                            compression_type=codec, base_offset=500)),
+        bytes(
+            rebuild_batch(encode_batch(recs), read_header(encode_batch(recs)), compression_type=codec, base_offset=500)
+        ),
     ):
         batch = reader(bytearray(data) if reader is KpBatch else data)
         assert batch.validate_crc()
@@ -130,8 +129,13 @@ def test_rebuild_preserves_identity_fields(source: int, dest: int) -> None:
     )
     h = read_header(batch)
     out = rebuild_batch(
-        batch, h, compression_type=dest, base_offset=1000, partition_leader_epoch=8,
-        log_append_time=True, max_timestamp=NOW + 999,
+        batch,
+        h,
+        compression_type=dest,
+        base_offset=1000,
+        partition_leader_epoch=8,
+        log_append_time=True,
+        max_timestamp=NOW + 999,
     )
     h2 = read_header(out)
     assert is_crc_valid(out, h2)
@@ -150,8 +154,9 @@ def test_rebuild_preserves_identity_fields(source: int, dest: int) -> None:
 
 def test_rebuild_with_retained_records_keeps_last_offset() -> None:
     recs = sample_records(10, base=0)
-    batch = encode_batch(recs, base_offset=200, compression_type=c.ZSTD, producer_id=1,
-                         producer_epoch=0, base_sequence=0)
+    batch = encode_batch(
+        recs, base_offset=200, compression_type=c.ZSTD, producer_id=1, producer_epoch=0, base_sequence=0
+    )
     h = read_header(batch)
     kept = [Record(200 + r.offset, r.timestamp, r.key, r.value, r.headers) for r in recs[2:7]]
     out = rebuild_batch(batch, h, records=kept)
@@ -197,8 +202,7 @@ def test_control_record_errors() -> None:
         decode_end_txn_marker(b"\x00\x00\x00")
     # newer versions may carry more bytes: only the known prefix is read
     assert decode_control_key(b"\x00\x01\x00\x00extra") == (1, 0)
-    assert control_record_type(encode_batch(sample_records(1)), read_header(
-        encode_batch(sample_records(1)))) is None
+    assert control_record_type(encode_batch(sample_records(1)), read_header(encode_batch(sample_records(1)))) is None
 
 
 # --- scan_records / decode_records on malformed payloads ---------------------------------

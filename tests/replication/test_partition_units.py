@@ -25,8 +25,18 @@ def _log(tmp: Path, name: str = "t-0", **cfg: object) -> UnifiedLog:
 
 def _leader(tmp: Path, isr: tuple[int, ...] = (1, 2, 3), min_isr: int = 2) -> tuple[Partition, list[tuple[int, ...]]]:
     proposals: list[tuple[int, ...]] = []
-    p = Partition("t", 0, "id", _log(tmp, min_insync_replicas=min_isr), 1, leader_id=1, leader_epoch=5,
-                  partition_epoch=3, replicas=(1, 2, 3), isr=isr)
+    p = Partition(
+        "t",
+        0,
+        "id",
+        _log(tmp, min_insync_replicas=min_isr),
+        1,
+        leader_id=1,
+        leader_epoch=5,
+        partition_epoch=3,
+        replicas=(1, 2, 3),
+        isr=isr,
+    )
     p.on_isr_change = lambda part, new, gen: proposals.append(new)
     p.is_eligible = lambda b, e: True
     p.make_leader(now=100.0)
@@ -111,8 +121,9 @@ def test_produce_purgatory_outcomes(tmp_path: Path) -> None:
 
 
 def _epoch_batch(values: list[bytes], epoch: int) -> bytes:
-    return encode_batch([Record(i, 1_700_000_000_000, None, v) for i, v in enumerate(values)],
-                        partition_leader_epoch=epoch)
+    return encode_batch(
+        [Record(i, 1_700_000_000_000, None, v) for i, v in enumerate(values)], partition_leader_epoch=epoch
+    )
 
 
 @pytest.mark.parametrize("leader_appended_in_new_epoch", [True, False])
@@ -120,8 +131,9 @@ def test_truncation_by_diverging_epoch(tmp_path: Path, leader_appended_in_new_ep
     """Follower F led epoch 1 and wrote 3 records nobody else got; L became leader in epoch 2.
     L answers F's fetch (offset 8, last epoch 1) with a diverging epoch; F truncates to 5 and
     then takes L's records — even before L appended anything in epoch 2 (epoch start stamped)."""
-    leader = Partition("t", 0, "id", _log(tmp_path, "leader-0"), 1, leader_id=1, leader_epoch=2,
-                       replicas=(1, 2), isr=(1, 2))
+    leader = Partition(
+        "t", 0, "id", _log(tmp_path, "leader-0"), 1, leader_id=1, leader_epoch=2, replicas=(1, 2), isr=(1, 2)
+    )
     follower = _log(tmp_path, "follower-0")
     for lg in (leader.log, follower):
         lg.append_as_leader(_epoch_batch([b"a"] * 5, 0), leader_epoch=0)
@@ -158,14 +170,16 @@ def test_leader_does_not_propose_a_replica_in_an_offline_dir(tmp_path: Path) -> 
 
     dirs = {b: (f"{b:032x}", f"{b + 100:032x}") for b in (1, 2, 3)}
     tid = "x" * 22
-    image = replay([
-        *(mr.RegisterBrokerRecord(b, f"inc-{b}", 7, (), fenced=False, log_dirs=dirs[b]) for b in (1, 2, 3)),
-        mr.BrokerRegistrationChangeRecord(3, 7, log_dirs=(dirs[3][1],)),  # broker 3's first dir failed
-        mr.TopicRecord("t", tid),
-        mr.PartitionRecord(0, tid, (1, 2, 3), (1, 2), 1, directories=(dirs[1][0], dirs[2][0], dirs[3][0])),
-        mr.TopicRecord("u", "y" * 22),
-        mr.PartitionRecord(0, "y" * 22, (1, 2, 3), (1, 2), 1, directories=(dirs[1][0], dirs[2][0], dirs[3][1])),
-    ])
+    image = replay(
+        [
+            *(mr.RegisterBrokerRecord(b, f"inc-{b}", 7, (), fenced=False, log_dirs=dirs[b]) for b in (1, 2, 3)),
+            mr.BrokerRegistrationChangeRecord(3, 7, log_dirs=(dirs[3][1],)),  # broker 3's first dir failed
+            mr.TopicRecord("t", tid),
+            mr.PartitionRecord(0, tid, (1, 2, 3), (1, 2), 1, directories=(dirs[1][0], dirs[2][0], dirs[3][0])),
+            mr.TopicRecord("u", "y" * 22),
+            mr.PartitionRecord(0, "y" * 22, (1, 2, 3), (1, 2), 1, directories=(dirs[1][0], dirs[2][0], dirs[3][1])),
+        ]
+    )
     rm = ReplicaManager(1, None)  # type: ignore[arg-type]
     rm.image = image
     assert not rm._is_eligible(3, 7, tp=("t", 0))

@@ -362,7 +362,11 @@ class QuorumController:
                 if not self._replica_dir_online(r, p):
                     log.info(
                         "[QuorumController id=%d] refusing ISR %s for %s-%d: the log dir of replica %d is offline",
-                        self.node_id, list(isr), t.name, partition, r,
+                        self.node_id,
+                        list(isr),
+                        t.name,
+                        partition,
+                        r,
                     )
                     return AlterPartitionResult(ErrorCode.ineligible_replica)
             rec = self._change(topic_id, partition, p, isr=isr)

@@ -37,12 +37,23 @@ class RegistrationError(RuntimeError):
 
 
 class BrokerLifecycleManager:
-    def __init__(self, node_id: int, cluster_id: str, controller: Any, *, endpoints: tuple[mr.Endpoint, ...],
-                 rack: str | None, log_dirs: tuple[str, ...], metadata_offset: Callable[[], int],
-                 heartbeat_interval_ms: int = 2000, registration_timeout_ms: int = 60000,
-                 ready_to_unfence: bool = True, cordoned_log_dirs: Callable[[], tuple[str, ...]] | None = None,
-                 offline_dir_timeout_ms: int = 30000,
-                 on_offline_dir_timeout: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        node_id: int,
+        cluster_id: str,
+        controller: Any,
+        *,
+        endpoints: tuple[mr.Endpoint, ...],
+        rack: str | None,
+        log_dirs: tuple[str, ...],
+        metadata_offset: Callable[[], int],
+        heartbeat_interval_ms: int = 2000,
+        registration_timeout_ms: int = 60000,
+        ready_to_unfence: bool = True,
+        cordoned_log_dirs: Callable[[], tuple[str, ...]] | None = None,
+        offline_dir_timeout_ms: int = 30000,
+        on_offline_dir_timeout: Callable[[], None] | None = None,
+    ) -> None:
         self.node_id = node_id
         self.cluster_id = cluster_id
         self.controller = controller
@@ -87,17 +98,20 @@ class BrokerLifecycleManager:
         while True:
             try:
                 self.broker_epoch = await self.controller.register_broker(
-                    self.node_id, self.incarnation_id, self.endpoints, self.rack, self.log_dirs, self.cluster_id)
+                    self.node_id, self.incarnation_id, self.endpoints, self.rack, self.log_dirs, self.cluster_id
+                )
                 break
             except KafkaError as exc:
                 if asyncio.get_running_loop().time() > deadline:
                     raise RegistrationError(
                         f"Shutting down because broker {self.node_id} was unable to register with the controller "
-                        f"quorum within initial.broker.registration.timeout.ms: {exc.message}") from exc
+                        f"quorum within initial.broker.registration.timeout.ms: {exc.message}"
+                    ) from exc
                 log.warning("Broker registration failed (%s); retrying", exc.message)
                 await asyncio.sleep(min(self.heartbeat_interval, 0.5))
-        log.info("Broker %d registered with epoch %d (incarnation %s)", self.node_id, self.broker_epoch,
-                 self.incarnation_id)
+        log.info(
+            "Broker %d registered with epoch %d (incarnation %s)", self.node_id, self.broker_epoch, self.incarnation_id
+        )
 
     async def wait_caught_up(self) -> None:
         await self._caught_up.wait()
@@ -125,8 +139,9 @@ class BrokerLifecycleManager:
     def _check_offline_acked(self) -> None:
         pending = sorted(d for d, acked in self.offline_dirs.items() if not acked)
         if pending and self._on_offline_timeout is not None:
-            log.error("The controller did not acknowledge offline log dir(s) %s in time; shutting down",
-                      ", ".join(pending))
+            log.error(
+                "The controller did not acknowledge offline log dir(s) %s in time; shutting down", ", ".join(pending)
+            )
             self._on_offline_timeout()
 
     def _heartbeat_extras(self) -> dict[str, Any]:
@@ -139,9 +154,14 @@ class BrokerLifecycleManager:
 
     async def _heartbeat_once(self) -> None:
         reported = [d for d, acked in self.offline_dirs.items() if not acked]
-        res = await self.controller.broker_heartbeat(self.node_id, self.broker_epoch, self.metadata_offset(),
-                                                     not self.ready_to_unfence, self._want_shutdown,
-                                                     **self._heartbeat_extras())
+        res = await self.controller.broker_heartbeat(
+            self.node_id,
+            self.broker_epoch,
+            self.metadata_offset(),
+            not self.ready_to_unfence,
+            self._want_shutdown,
+            **self._heartbeat_extras(),
+        )
         for d in reported:
             self.offline_dirs[d] = True  # a successful heartbeat carried it: acknowledged
         self.fenced = res.is_fenced
@@ -160,8 +180,10 @@ class BrokerLifecycleManager:
                 await self._heartbeat_once()
             except KafkaError as exc:
                 log.warning("Broker heartbeat failed: %s", exc)
-                if exc.code in (ErrorCode.stale_broker_epoch, ErrorCode.broker_id_not_registered) \
-                        and not self._want_shutdown:
+                if (
+                    exc.code in (ErrorCode.stale_broker_epoch, ErrorCode.broker_id_not_registered)
+                    and not self._want_shutdown
+                ):
                     log.info("Broker %d re-registering with the controller", self.node_id)
                     try:
                         await self._register(asyncio.get_running_loop().time() + self.registration_timeout)
@@ -171,8 +193,11 @@ class BrokerLifecycleManager:
                 raise
             except Exception:
                 log.exception("Broker heartbeat failed unexpectedly")
-            delay = (0.05 if self.state in (BrokerState.STARTING, BrokerState.RECOVERY) or self._want_shutdown
-                     else self.heartbeat_interval)
+            delay = (
+                0.05
+                if self.state in (BrokerState.STARTING, BrokerState.RECOVERY) or self._want_shutdown
+                else self.heartbeat_interval
+            )
             await wait_quietly(self._wake.wait(), delay)  # a failed dir is reported at once
             self._wake.clear()
 

@@ -315,7 +315,11 @@ class KafkaServer:
         for t in stuck:
             buf = io.StringIO()
             t.print_stack(file=buf)
-            log.error("[KafkaServer id=%d] task %s did not stop when cancelled:\n%s", self.node_id, t.get_name(),
-                      buf.getvalue())
+            log.error(
+                "[KafkaServer id=%d] task %s did not stop when cancelled:\n%s",
+                self.node_id,
+                t.get_name(),
+                buf.getvalue(),
+            )
         logging.shutdown()
         os._exit(0)

@@ -283,11 +283,21 @@ class Connection(asyncio.BufferedProtocol):
         if handler is None:
             log.warning("Closing connection from %s: no handler for api key %s", self.peer, hdr.api_key)
             return False
-        ctx = RequestContext(hdr.api_key, hdr.api_version, hdr.correlation_id, hdr.client_id, self.listener_name,
-                             self.client_host, self.server.services, frame_size,
-                             client_software_name=self.client_software[0],
-                             client_software_version=self.client_software[1], client_port=self.client_port,
-                             principal=self.principal, security_protocol=self.security.protocol)
+        ctx = RequestContext(
+            hdr.api_key,
+            hdr.api_version,
+            hdr.correlation_id,
+            hdr.client_id,
+            self.listener_name,
+            self.client_host,
+            self.server.services,
+            frame_size,
+            client_software_name=self.client_software[0],
+            client_software_version=self.client_software[1],
+            client_port=self.client_port,
+            principal=self.principal,
+            security_protocol=self.security.protocol,
+        )
         started = time.perf_counter_ns()
         timed = WorkTimed(handler(ctx, req.body))
         try:
@@ -377,7 +387,6 @@ class Connection(asyncio.BufferedProtocol):
                 if sent != c.size:
                     # the segment was truncated under us: a short frame would corrupt the stream
                     raise ConnectionError(f"sendfile sent {sent} of {c.size} bytes (segment truncated)")
-
 
     async def _write_chunks_tls(self, chunks: list[Any]) -> None:
         """TLS encrypts in user space, so sendfile cannot apply: read the file ranges (pread)

@@ -39,9 +39,14 @@ log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
 FETCH_VERSION = 17
 RETRY_LATER = {
-    ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch,
-    ErrorCode.unknown_topic_or_partition, ErrorCode.unknown_topic_id, ErrorCode.kafka_storage_error,
-    ErrorCode.replica_not_available, ErrorCode.leader_not_available,
+    ErrorCode.not_leader_or_follower,
+    ErrorCode.fenced_leader_epoch,
+    ErrorCode.unknown_leader_epoch,
+    ErrorCode.unknown_topic_or_partition,
+    ErrorCode.unknown_topic_id,
+    ErrorCode.kafka_storage_error,
+    ErrorCode.replica_not_available,
+    ErrorCode.leader_not_available,
 }
 UNLIMITED = 2**63 - 1
 
@@ -170,8 +175,12 @@ class ReplicaFetcherManager:
     def leader_holds_back(self, part: Partition, replica_id: int) -> bool:
         """Leader side: serve a throttled replica nothing while over the rate — unless it is in the
         ISR: as in Kafka, in-sync replicas are never held back (acks=all and the HW depend on them)."""
-        return (self.leader_quota.enabled and replica_id not in part.isr and self.is_leader_throttled(part.tp)
-                and self.leader_quota.exceeded())
+        return (
+            self.leader_quota.enabled
+            and replica_id not in part.isr
+            and self.is_leader_throttled(part.tp)
+            and self.leader_quota.exceeded()
+        )
 
     def record_leader_bytes(self, result: Mapping[TopicPartition, FetchPartitionData]) -> None:
         if not self.leader_quota.enabled:
@@ -265,8 +274,11 @@ class ReplicaFetcher:
                 continue
             if part.log.offline:
                 continue
-            if self.rm.node_id not in part.isr and self.manager.is_follower_throttled(tp) \
-                    and self.manager.follower_quota.exceeded():
+            if (
+                self.rm.node_id not in part.isr
+                and self.manager.is_follower_throttled(tp)
+                and self.manager.follower_quota.exceeded()
+            ):
                 continue  # in-sync replicas are never held back (Kafka's shouldFollowerThrottle)
             out.append((tp, part))
         return out
@@ -288,23 +300,32 @@ class ReplicaFetcher:
             sent[tp] = (part, offset, part.leader_epoch)
             tid = uuids.from_str(part.topic_id)
             ids[tid] = tp[0]
-            by_topic.setdefault(part.topic_id, []).append({
-                "partition": tp[1], "current_leader_epoch": part.leader_epoch, "fetch_offset": offset,
-                "last_fetched_epoch": latest if latest is not None else -1,
-                "log_start_offset": part.log.log_start_offset,
-                "partition_max_bytes": self.manager.follower_quota.chunk(self.partition_max_bytes)
-                if self.rm.node_id not in part.isr and self.manager.is_follower_throttled(tp)
-                else self.partition_max_bytes,
-                "replica_directory_id": uuids.ZERO_UUID,
-            })
+            by_topic.setdefault(part.topic_id, []).append(
+                {
+                    "partition": tp[1],
+                    "current_leader_epoch": part.leader_epoch,
+                    "fetch_offset": offset,
+                    "last_fetched_epoch": latest if latest is not None else -1,
+                    "log_start_offset": part.log.log_start_offset,
+                    "partition_max_bytes": self.manager.follower_quota.chunk(self.partition_max_bytes)
+                    if self.rm.node_id not in part.isr and self.manager.is_follower_throttled(tp)
+                    else self.partition_max_bytes,
+                    "replica_directory_id": uuids.ZERO_UUID,
+                }
+            )
         epoch = int(self.rm.broker_epoch()) if self.rm.broker_epoch is not None else -1
         body = {
             "cluster_id": None,
             "replica_state": {"replica_id": self.rm.node_id, "replica_epoch": epoch},
-            "max_wait": self.max_wait_ms, "min_bytes": self.min_bytes, "max_bytes": self.max_bytes,
-            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "max_wait": self.max_wait_ms,
+            "min_bytes": self.min_bytes,
+            "max_bytes": self.max_bytes,
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
             "topics": [{"topic_id": uuids.from_str(t), "partitions": ps} for t, ps in by_topic.items()],
-            "forgotten_topics_data": [], "rack_id": "",
+            "forgotten_topics_data": [],
+            "rack_id": "",
         }
         resp = await conn.request(1, FETCH_VERSION, body, timeout=self.max_wait_ms / 1000 + self.request_timeout_s)
         if resp.error_code != ErrorCode.none:
@@ -321,8 +342,9 @@ class ReplicaFetcher:
                 try:
                     self._process(tp, entry, p)
                 except KafkaError as exc:
-                    log.warning("[ReplicaFetcher %d->%d] %s-%d: %s", self.rm.node_id, self.leader_id, tp[0], tp[1],
-                                exc.message)
+                    log.warning(
+                        "[ReplicaFetcher %d->%d] %s-%d: %s", self.rm.node_id, self.leader_id, tp[0], tp[1], exc.message
+                    )
                     self._delay(tp)
                 except OSError as exc:
                     log.exception("I/O error replicating %s-%d", *tp)
@@ -335,8 +357,12 @@ class ReplicaFetcher:
 
     def _process(self, tp: TopicPartition, entry: tuple[Partition, int, int], p: Any) -> None:
         part, sent_offset, sent_epoch = entry
-        if self.rm.partitions.get(tp) is not part or part.is_leader or part.leader_epoch != sent_epoch \
-                or tp not in self.partitions:
+        if (
+            self.rm.partitions.get(tp) is not part
+            or part.is_leader
+            or part.leader_epoch != sent_epoch
+            or tp not in self.partitions
+        ):
             return  # leadership moved while the fetch was in flight
         ulog = part.log
         err = p.error_code
@@ -370,20 +396,38 @@ class ReplicaFetcher:
         ulog = part.log
         leo = ulog.log_end_offset
         target = divergence_truncation_offset(ulog, epoch, end_offset)
-        log.info("[ReplicaFetcher %d->%d] %s-%d diverges from the leader at epoch %d offset %d: truncating %d -> %d",
-                 self.rm.node_id, self.leader_id, part.topic, part.partition, epoch, end_offset, leo, target)
+        log.info(
+            "[ReplicaFetcher %d->%d] %s-%d diverges from the leader at epoch %d offset %d: truncating %d -> %d",
+            self.rm.node_id,
+            self.leader_id,
+            part.topic,
+            part.partition,
+            epoch,
+            end_offset,
+            leo,
+            target,
+        )
         self.rm.log_manager.truncate_to(part.tp, target)
 
     def _handle_out_of_range(self, part: Partition, offset: int, leader_start: int, leader_hw: int) -> None:
         ulog = part.log
         if 0 <= offset < leader_start or (leader_start > ulog.log_end_offset):
-            log.info("[ReplicaFetcher %d] %s-%d behind the leader's log start %d: restarting the log there",
-                     self.rm.node_id, part.topic, part.partition, leader_start)
+            log.info(
+                "[ReplicaFetcher %d] %s-%d behind the leader's log start %d: restarting the log there",
+                self.rm.node_id,
+                part.topic,
+                part.partition,
+                leader_start,
+            )
             self.rm.log_manager.truncate_fully_and_start_at(part.tp, leader_start)
         elif 0 <= leader_hw < ulog.log_end_offset:
-            log.info("[ReplicaFetcher %d] %s-%d ahead of the leader: truncating to its HW %d",
-                     self.rm.node_id, part.topic, part.partition, leader_hw)
+            log.info(
+                "[ReplicaFetcher %d] %s-%d ahead of the leader: truncating to its HW %d",
+                self.rm.node_id,
+                part.topic,
+                part.partition,
+                leader_hw,
+            )
             self.rm.log_manager.truncate_to(part.tp, leader_hw)
         else:
             self._delay(part.tp)
-
