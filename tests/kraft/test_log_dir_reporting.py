@@ -108,9 +108,12 @@ def test_dirs_registered_cordoned_assigned_and_failed(tmp_path: Path) -> None:
 
         wait_until(failed_over, 20, "the offline dir reported and its partitions leaderless")
         assert "reporting offline log dir" in b0.log_text()
-        served = {p.partition_index: p for p in run(metadata(b0.address, ["placed"])).topics[0].partitions}
-        assert all(served[pid].leader_id == -1 for pid in on_b)
-        assert all(served[pid].leader_id == 0 for pid in on_a)
+
+        def served() -> bool:  # the broker's image follows the controller's one fetch later
+            parts = {p.partition_index: p for p in run(metadata(b0.address, ["placed"])).topics[0].partitions}
+            return all(parts[pid].leader_id == -1 for pid in on_b) and all(parts[pid].leader_id == 0 for pid in on_a)
+
+        wait_until(served, 10, "broker 0 to serve the failed-over leaders")
         assert b0.alive, "a broker with a live dir left keeps running"
     finally:
         c.stop()
