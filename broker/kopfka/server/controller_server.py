@@ -74,8 +74,9 @@ def controller_request_allowed(svc: ControllerServices, principal: Any, host: st
     authz = svc.authorizer
     if authz is None or api_key in OPEN_CONTROLLER_APIS:
         return True
-    if authz.authorize(principal, host, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME,
-                       log_denied=False):
+    if authz.authorize(
+        principal, host, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=False
+    ):
         return True
     op = CLIENT_CONTROLLER_APIS.get(api_key)
     return op is not None and authz.authorize(principal, host, op, ResourceType.CLUSTER, CLUSTER_NAME)
@@ -552,8 +553,10 @@ async def _h_create_acls(svc: ControllerServices, v: int, req: Any) -> dict[str,
     try:
         results = await svc.controller.create_acls([acl_from_creation(c) for c in req.creations])
     except KafkaError as exc:
-        return {"throttle_time": 0, "results": [{"error_code": exc.code, "error_message": exc.message}
-                                                for _ in req.creations]}
+        return {
+            "throttle_time": 0,
+            "results": [{"error_code": exc.code, "error_message": exc.message} for _ in req.creations],
+        }
     return {"throttle_time": 0, "results": [{"error_code": r.error, "error_message": r.message} for r in results]}
 
 
@@ -564,11 +567,23 @@ async def _h_delete_acls(svc: ControllerServices, v: int, req: Any) -> dict[str,
     try:
         results = await svc.controller.delete_acls([filter_from_wire(f) for f in req.filters])
     except KafkaError as exc:
-        return {"throttle_time": 0, "filter_results": [
-            {"error_code": exc.code, "error_message": exc.message, "matching_acls": []} for _ in req.filters]}
-    return {"throttle_time": 0, "filter_results": [
-        {"error_code": r.error, "error_message": r.message, "matching_acls": [matching_acl_dict(m) for m in r.matched]}
-        for r in results]}
+        return {
+            "throttle_time": 0,
+            "filter_results": [
+                {"error_code": exc.code, "error_message": exc.message, "matching_acls": []} for _ in req.filters
+            ],
+        }
+    return {
+        "throttle_time": 0,
+        "filter_results": [
+            {
+                "error_code": r.error,
+                "error_message": r.message,
+                "matching_acls": [matching_acl_dict(m) for m in r.matched],
+            }
+            for r in results
+        ],
+    }
 
 
 @controller_api(51)
@@ -579,10 +594,14 @@ async def _h_alter_scram(svc: ControllerServices, v: int, req: Any) -> dict[str,
         results = await svc.controller.alter_user_scram_credentials(deletions_of(req), upsertions_of(req))
     except KafkaError as exc:
         users = dict.fromkeys([d.name for d in req.deletions] + [u.name for u in req.upsertions])
-        return {"throttle_time": 0, "results": [
-            {"user": u, "error_code": exc.code, "error_message": exc.message} for u in users]}
-    return {"throttle_time": 0,
-            "results": [{"user": r.user, "error_code": r.error, "error_message": r.message} for r in results]}
+        return {
+            "throttle_time": 0,
+            "results": [{"user": u, "error_code": exc.code, "error_message": exc.message} for u in users],
+        }
+    return {
+        "throttle_time": 0,
+        "results": [{"user": r.user, "error_code": r.error, "error_message": r.message} for r in results],
+    }
 
 
 # --- replication ----------------------------------------------------------------------------------
