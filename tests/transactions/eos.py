@@ -26,11 +26,11 @@ def feed(bootstrap: str, n: int, partitions: int) -> None:
 
 
 class Worker:
-    def __init__(self, bootstrap: str, root: Path, label: str, txn_id: str = TXN_ID) -> None:
+    def __init__(self, bootstrap: str, root: Path, label: str, txn_id: str = TXN_ID, *extra: str) -> None:
         self.progress = root / f"{label}.progress"
         self.log = root / f"{label}.log"
         self.proc = subprocess.Popen(
-            [sys.executable, str(WORKER), bootstrap, IN, OUT, GROUP, txn_id, str(self.progress)],
+            [sys.executable, str(WORKER), bootstrap, IN, OUT, GROUP, txn_id, str(self.progress), *extra],
             stdout=open(self.log, "ab"),
             stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},

@@ -21,6 +21,12 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 CLIENT = {"metadata.recovery.strategy": "none"}
 
 
+def _abort_and_rewind(producer: Producer, consumer: Consumer) -> None:
+    producer.abort_transaction(60)
+    for tp in consumer.committed(consumer.assignment(), 30):
+        consumer.seek(tp if tp.offset >= 0 else TopicPartition(tp.topic, tp.partition, 0))
+
+
 def _all_committed(consumer: Consumer, topic: str) -> bool:
     parts = [TopicPartition(topic, p) for p in consumer.list_topics(topic, 10).topics[topic].partitions]
     ends = [consumer.get_watermark_offsets(tp, 10)[1] for tp in parts]
@@ -35,6 +41,7 @@ def main() -> int:
     ap.add_argument("--idle", type=float, default=4.0)
     ap.add_argument("--delay", type=float, default=0.01, help="seconds between records of a transaction")
     ap.add_argument("--debug", default="", help="librdkafka debug contexts for the producer")
+    ap.add_argument("--abort-every", type=int, default=0, help="abort every n-th transaction on purpose, then redo")
     a = ap.parse_args()
     progress = open(a.progress, "a", buffering=1)
     consumer = Consumer(
@@ -84,14 +91,17 @@ def main() -> int:
             producer.send_offsets_to_transaction(
                 consumer.position(consumer.assignment()), consumer.consumer_group_metadata(), 30
             )
+            if a.abort_every and txns % a.abort_every == 0:
+                producer.flush(30)
+                _abort_and_rewind(producer, consumer)  # its records stay in the log, aborted
+                progress.write(f"aborted {txns} on purpose\n")
+                continue
             producer.commit_transaction(60)
         except KafkaException as exc:
             err = exc.args[0]
             if err.fatal() or err.code() == KafkaError._FENCED:
                 raise
-            producer.abort_transaction(60)  # abortable: rewind to the committed offsets and redo
-            for tp in consumer.committed(consumer.assignment(), 30):
-                consumer.seek(tp if tp.offset >= 0 else tp.__class__(tp.topic, tp.partition, 0))
+            _abort_and_rewind(producer, consumer)  # abortable: redo from the committed offsets
             progress.write(f"aborted {txns} {err.name()}\n")
             continue
         progress.write(f"committed {txns} {len(msgs)}\n")
