@@ -120,6 +120,13 @@ def test_transaction_version_2_adds_implicitly_and_bumps_the_epoch(broker: Kopfk
         # a retried EndTxn (the epoch before the bump) of a completed abort is answered as done
         retry = await t.end("tv2", pid, e0 + 1, False, version=5)
         assert (retry.error_code, retry.producer_epoch) == (0, e0 + 2)
+        # version 2 also aborts a transaction that added nothing (an epoch bump), but never commits one
+        assert (await t.end("tv2", pid, e0 + 2, True, version=5)).error_code == ErrorCode.invalid_txn_state
+        empty = await t.end("tv2", pid, e0 + 2, False, version=5)
+        assert (empty.error_code, empty.producer_epoch) == (0, e0 + 3)
+        await t.wait_state("tv2", "CompleteAbort")
+        # version 1 (EndTxn v3) does not commit in CompleteAbort either
+        assert (await t.end("tv2", pid, e0 + 3, True)).error_code == ErrorCode.invalid_txn_state
 
     run(broker.bootstrap, scenario)
 

@@ -15,6 +15,7 @@ import asyncio
 import time
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from kopfka.config.log_config import LogConfig
@@ -64,8 +65,6 @@ def test_prepare_commit_without_markers_is_completed_after_a_restart(tmp_path: P
         (*_, ongoing) = _state_records(data, "resume")
         assert ongoing is not None and ongoing.state == TxnState.ONGOING
         # the coordinator wrote PrepareCommit and died before any marker: append it by hand
-        part = data / f"__transaction_state-{partition_for('resume', TXN_PARTITIONS)}"
-        ulog = UnifiedLog.load(part, LogConfig.defaults(), recovery_point=0)
         prepare = rec.TxnLogValue(
             pid,
             epoch,
@@ -75,13 +74,7 @@ def test_prepare_commit_without_markers_is_completed_after_a_restart(tmp_path: P
             int(time.time() * 1000),
             ongoing.start_ms,
         )
-        ulog.append_as_leader(
-            encode_batch([Record(0, int(time.time() * 1000), rec.encode_key("resume"), rec.encode_value(prepare, 1))]),
-            0,
-            origin=AppendOrigin.COORDINATOR,
-        )
-        ulog.flush()
-        ulog.close()
+        _append_state(data, "resume", prepare)
         k.start()
 
         async def completed(t: Txn) -> tuple[int, int]:
@@ -91,6 +84,56 @@ def test_prepare_commit_without_markers_is_completed_after_a_restart(tmp_path: P
         lso, hw = run(k.bootstrap, completed)
         assert lso == hw == 2, "the COMMIT marker was written by the coordinator that loaded PrepareCommit"
         assert read_values("confluent", k.bootstrap, "tp", 2, committed=True) == ["pending"]
+    finally:
+        k.kill()
+
+
+def _append_state(data: Path, tid: str, value: rec.TxnLogValue) -> None:
+    """Write a `__transaction_state` record by hand while the broker is down."""
+    part = data / f"__transaction_state-{partition_for(tid, TXN_PARTITIONS)}"
+    ulog = UnifiedLog.load(part, LogConfig.defaults(), recovery_point=0)
+    now = int(time.time() * 1000)
+    batch = encode_batch([Record(0, now, rec.encode_key(tid), rec.encode_value(value, 1))])
+    ulog.append_as_leader(batch, 0, origin=AppendOrigin.COORDINATOR)
+    ulog.flush()
+    ulog.close()
+
+
+def test_exhausted_epoch_rotates_to_a_new_producer_id(tmp_path: Path) -> None:
+    """Transaction version 2 bumps the epoch at every end: at Short.MAX_VALUE - 1 the end moves
+    the transactional id to a new producer id at epoch 0, answered in EndTxn, and a retry of
+    that EndTxn (old id, old epoch) is answered with the new identity."""
+    data = tmp_path / "data"
+    k = KopfkaProcess(data, overrides={"transaction.state.log.num.partitions": str(TXN_PARTITIONS)}).start()
+    try:
+        create_topic(k.bootstrap, "tp", 1)
+        pid = run(k.bootstrap, lambda t: t.init("overflow", version=5)).producer_id
+        k.kill()
+        last = int(time.time() * 1000)
+        _append_state(
+            data,
+            "overflow",
+            rec.TxnLogValue(pid, 32766, 60000, TxnState.COMPLETE_COMMIT, {}, last, last, client_transaction_version=2),
+        )
+        k.start()
+
+        async def scenario(t: Txn) -> tuple[Any, Any, Any]:
+            assert (await t.produce("overflow", pid, 32766, 0, ("tp", 0), b"last", version=12))[0] == 0
+            end = await t.end("overflow", pid, 32766, True, version=5)
+            await t.wait_state("overflow", "CompleteCommit")
+            retry = await t.end("overflow", pid, 32766, True, version=5)
+            (d,) = await t.describe("overflow")
+            return end, retry, d
+
+        end, retry, d = run(k.bootstrap, scenario)
+        assert end.error_code == 0 and end.producer_id != pid and end.producer_epoch == 0
+        assert (retry.error_code, retry.producer_id, retry.producer_epoch) == (0, end.producer_id, 0)
+        assert (d.producer_id, d.producer_epoch, d.state) == (end.producer_id, 0, "CompleteCommit")
+
+        async def next_transaction(t: Txn) -> int:
+            return (await t.produce("overflow", end.producer_id, 0, 0, ("tp", 0), b"first", version=12))[0]
+
+        assert run(k.bootstrap, next_transaction) == 0
     finally:
         k.kill()
 

@@ -332,7 +332,7 @@ class TransactionCoordinator:
             raise _err(ErrorCode.not_coordinator, "the coordinator moved")
         if md.producer_id != producer_id:
             raise _err(ErrorCode.invalid_producer_id_mapping)
-        if md.producer_epoch != producer_epoch and not self._epoch_bumped(md, producer_epoch):
+        if md.producer_epoch not in (producer_epoch, producer_epoch + 1):
             raise _err(ErrorCode.producer_fenced)
         if md.pending:
             raise _err(ErrorCode.concurrent_transactions)
@@ -340,18 +340,8 @@ class TransactionCoordinator:
         if md.state != want:
             raise _err(ErrorCode.invalid_txn_state, f"{transactional_id} is {md.state.wire_name}")
         complete = md.prepare_complete(now_ms())
-        answer = (md.producer_id, md.producer_epoch)
         self.markers.add_markers(coordinator_epoch, commit, md, complete)
-        return answer
-
-    @staticmethod
-    def _epoch_bumped(md: TransactionMetadata, producer_epoch: int) -> bool:
-        """TV2: the stored epoch is one past the request's (EndTxn bumped it already)."""
-        return (
-            md.pending_state != TxnState.PREPARE_EPOCH_FENCE
-            and md.client_tv >= 2
-            and md.producer_epoch == producer_epoch + 1
-        )
+        return complete.producer_id, complete.producer_epoch  # after an exhausted epoch: the next producer id
 
     async def _prepare_end(
         self,
@@ -362,49 +352,90 @@ class TransactionCoordinator:
         from_client: bool,
         client_tv: int,
     ) -> tuple[TxnTransit | None, bool, bool]:
-        """(transition, is an epoch fence, already done) for EndTxn; raises KafkaError."""
-        tv2 = md.pending_state != TxnState.PREPARE_EPOCH_FENCE and md.client_tv >= 2
+        """(transition, is an epoch fence, already done) for EndTxn; raises KafkaError.
+
+        Kafka's two tables, chosen by the client's transaction version (EndTxn v5 is version 2):
+        version 1 accepts the same epoch and answers a repeated end as done; version 2 bumps the
+        epoch at every end, so a retry carries the epoch before the bump (or, after an exhausted
+        epoch, the previous producer id), and an abort of a transaction that added nothing
+        (Empty, CompleteCommit, CompleteAbort) is allowed: it bumps the epoch."""
+        is_fence = md.pending_state == TxnState.PREPARE_EPOCH_FENCE
+        tv2 = client_tv >= 2
         retry_on_overflow = (
-            tv2 and md.prev_producer_id == producer_id and producer_epoch == SHORT_MAX - 1 and md.producer_epoch == 0
+            tv2
+            and not is_fence
+            and md.prev_producer_id == producer_id
+            and producer_epoch == SHORT_MAX - 1
+            and md.producer_epoch == 0
         )
-        retry_on_bump = self._epoch_bumped(md, producer_epoch)
-        if tv2:
-            if md.state in (TxnState.ONGOING, TxnState.EMPTY, TxnState.DEAD, TxnState.PREPARE_EPOCH_FENCE):
-                valid_epoch = producer_epoch == md.producer_epoch
-            elif md.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
-                valid_epoch = retry_on_bump
-            else:
-                valid_epoch = retry_on_bump or retry_on_overflow
-        else:
+        retry_on_bump = tv2 and not is_fence and md.producer_epoch == producer_epoch + 1
+        is_retry = retry_on_bump or retry_on_overflow
+        if not tv2 or is_fence:
             valid_epoch = (
                 not from_client or producer_epoch == md.producer_epoch
             ) and producer_epoch >= md.producer_epoch
+        elif md.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            valid_epoch = retry_on_bump
+        elif md.state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
+            valid_epoch = is_retry or producer_epoch == md.producer_epoch
+        else:
+            valid_epoch = producer_epoch == md.producer_epoch
         if md.producer_id != producer_id and not retry_on_overflow:
             raise _err(ErrorCode.invalid_producer_id_mapping, f"producer id {producer_id} is not the current one")
         if not valid_epoch:
             raise _err(ErrorCode.producer_fenced, f"epoch {producer_epoch} is fenced (current {md.producer_epoch})")
-        if md.pending and md.pending_state != TxnState.PREPARE_EPOCH_FENCE:
+        if md.pending and not is_fence:
             raise _err(ErrorCode.concurrent_transactions, f"{md.transactional_id} has a pending state change")
-        name = "commit" if commit else "abort"
-        if md.state == TxnState.ONGOING:
-            next_state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
-            next_pid = NO_PRODUCER_ID
-            if client_tv >= 2 and md.pending_state != TxnState.PREPARE_EPOCH_FENCE and md.epoch_exhausted:
-                next_pid = await self.services.producer_ids.generate()
-                if md.pending and md.pending_state != TxnState.PREPARE_EPOCH_FENCE:
-                    raise _err(ErrorCode.concurrent_transactions)
-            is_fence = False
-            if not commit and md.pending_state == TxnState.PREPARE_EPOCH_FENCE:
-                is_fence = True
-                md.pending_state = None
-                md.producer_epoch = producer_epoch
-                md.last_producer_epoch = NO_PRODUCER_EPOCH
-            return md.prepare_abort_or_commit(next_state, client_tv, next_pid, now_ms()), is_fence, False
-        if md.state == (TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT):
-            return None, False, True
-        if md.state == (TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT):
-            raise _err(ErrorCode.concurrent_transactions, f"{md.transactional_id} is already completing")
-        raise _err(ErrorCode.invalid_txn_state, f"cannot {name} {md.transactional_id} in state {md.state.wire_name}")
+        invalid = _err(
+            ErrorCode.invalid_txn_state,
+            f"cannot {'commit' if commit else 'abort'} {md.transactional_id} in state {md.state.wire_name}",
+        )
+        state = md.state
+        if state == TxnState.ONGOING:
+            return (
+                await self._prepare_completion(md, commit, producer_epoch, client_tv, is_fence, False),
+                is_fence,
+                False,
+            )
+        if state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            if state == (TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT):
+                raise _err(ErrorCode.concurrent_transactions, f"{md.transactional_id} is already completing")
+            raise invalid
+        if not tv2:  # version 1: a repeated end is answered as done, anything else is refused
+            if state == (TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT):
+                return None, False, True
+            raise invalid
+        if state == (TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT):
+            if is_retry:
+                return None, False, True
+            if commit:
+                raise invalid
+        elif commit or is_retry:
+            raise invalid
+        if state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):  # an empty abort
+            return await self._prepare_completion(md, False, producer_epoch, client_tv, False, True), False, False
+        raise invalid
+
+    async def _prepare_completion(
+        self,
+        md: TransactionMetadata,
+        commit: bool,
+        producer_epoch: int,
+        client_tv: int,
+        is_fence: bool,
+        no_partition_added: bool,
+    ) -> TxnTransit:
+        next_state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        next_pid = NO_PRODUCER_ID
+        if client_tv >= 2 and not is_fence and md.epoch_exhausted:  # the bump would overflow: a new producer id
+            next_pid = await self.services.producer_ids.generate()
+            if md.pending:
+                raise _err(ErrorCode.concurrent_transactions)
+        if is_fence:
+            md.pending_state = None
+            md.producer_epoch = producer_epoch
+            md.last_producer_epoch = NO_PRODUCER_EPOCH
+        return md.prepare_abort_or_commit(next_state, client_tv, next_pid, now_ms(), no_partition_added)
 
     def _resume_loaded(self, coordinator_epoch: int, md: TransactionMetadata, complete: TxnTransit) -> None:
         """A loaded transaction in PrepareCommit/PrepareAbort: finish writing its markers."""

@@ -55,7 +55,16 @@ _VALID_PREVIOUS: dict[TxnState, frozenset[TxnState]] = {
     TxnState.EMPTY: frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT}),
     TxnState.ONGOING: frozenset({TxnState.ONGOING, TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT}),
     TxnState.PREPARE_COMMIT: frozenset({TxnState.ONGOING}),
-    TxnState.PREPARE_ABORT: frozenset({TxnState.ONGOING, TxnState.PREPARE_EPOCH_FENCE}),
+    # transaction version 2 may abort a transaction that added nothing (the client is unsure of it)
+    TxnState.PREPARE_ABORT: frozenset(
+        {
+            TxnState.ONGOING,
+            TxnState.PREPARE_EPOCH_FENCE,
+            TxnState.EMPTY,
+            TxnState.COMPLETE_COMMIT,
+            TxnState.COMPLETE_ABORT,
+        }
+    ),
     TxnState.COMPLETE_COMMIT: frozenset({TxnState.PREPARE_COMMIT}),
     TxnState.COMPLETE_ABORT: frozenset({TxnState.PREPARE_ABORT}),
     TxnState.DEAD: frozenset({TxnState.EMPTY, TxnState.COMPLETE_ABORT, TxnState.COMPLETE_COMMIT}),
@@ -262,7 +271,9 @@ class TransactionMetadata:
             client_tv=client_tv,
         )
 
-    def prepare_abort_or_commit(self, state: TxnState, client_tv: int, next_producer_id: int, now: int) -> TxnTransit:
+    def prepare_abort_or_commit(
+        self, state: TxnState, client_tv: int, next_producer_id: int, now: int, no_partition_added: bool = False
+    ) -> TxnTransit:
         if client_tv >= 2:
             epoch, last = self.producer_epoch + 1, self.producer_epoch
         else:
@@ -274,7 +285,7 @@ class TransactionMetadata:
             last,
             self.timeout_ms,
             frozenset(self.partitions),
-            self.start_ms,
+            now if no_partition_added else self.start_ms,  # an empty abort starts when it is asked for
             now,
             next_producer_id=next_producer_id,
             client_tv=client_tv,
@@ -363,13 +374,15 @@ class TransactionMetadata:
             self.start_ms = t.start_ms
             self.partitions |= t.partitions
         elif s in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            empty_abort = self.state not in (TxnState.ONGOING, TxnState.PREPARE_EPOCH_FENCE)
             if (
                 not self._valid_epoch(t)
                 or set(self.partitions) != set(t.partitions)
                 or self.timeout_ms != t.timeout_ms
-                or self.start_ms != t.start_ms
+                or (self.start_ms != t.start_ms and not empty_abort)
             ):
                 raise IllegalTransition(f"{self.transactional_id}: bad EndTxn transition {t}")
+            self.start_ms = t.start_ms
             if t.client_tv >= 2:
                 self.producer_epoch = t.producer_epoch
                 self.last_producer_epoch = t.last_producer_epoch
