@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +61,7 @@ def _kill_and_restart(c: Any, node_id: int, worker: Worker, killed_at: str, back
     victim.wait_ready(60)
 
 
-def test_leader_and_coordinator_killed_in_a_3_broker_cluster(tmp_path: Path) -> None:
+def test_leader_and_coordinator_killed_in_a_3_broker_cluster(tmp_path: Path, workers: Callable[..., Worker]) -> None:
     c = new_cluster(tmp_path / "cluster", 3, PROPS)
     c.start()
     try:
@@ -78,7 +79,7 @@ def test_leader_and_coordinator_killed_in_a_3_broker_cluster(tmp_path: Path) -> 
         )
         txn_coordinator = txn_states[partition_for(txn_id, 3)].leader
         (other,) = {0, 1, 2} - {group_coordinator, txn_coordinator}
-        worker = Worker(c.bootstrap(), tmp_path, "worker", txn_id, "--abort-every", "4")
+        worker = workers(c.bootstrap(), tmp_path, "worker", txn_id, "--abort-every", "4")
         _kill_and_restart(c, other, worker, "mid 3", "mid 7")  # the leader of one output partition
         wait_full_isr(c, OUT, timeout=90)
         _kill_and_restart(c, txn_coordinator, worker, "mid 10", "mid 13")  # and of another

@@ -5,6 +5,7 @@ group's committed offsets are the input's end."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from kopfka_process import KopfkaProcess
@@ -24,23 +25,23 @@ def _broker(root: Path) -> KopfkaProcess:
     return k
 
 
-def test_worker_killed_mid_transaction(tmp_path: Path) -> None:
+def test_worker_killed_mid_transaction(tmp_path: Path, workers: Callable[..., Worker]) -> None:
     k = _broker(tmp_path)
     try:
-        first = Worker(k.bootstrap, tmp_path, "first")
+        first = workers(k.bootstrap, tmp_path, "first")
         first.wait_for("mid 3")
         first.kill()  # transaction 3 has records in the log, uncommitted
-        second = Worker(k.bootstrap, tmp_path, "second")  # fences the first and aborts its transaction
+        second = workers(k.bootstrap, tmp_path, "second")  # fences the first and aborts its transaction
         second.wait_done()
         audit(k.bootstrap, N, 2, aborted_in_log=True)
     finally:
         k.kill()
 
 
-def test_broker_killed_under_a_running_worker(tmp_path: Path) -> None:
+def test_broker_killed_under_a_running_worker(tmp_path: Path, workers: Callable[..., Worker]) -> None:
     k = _broker(tmp_path)
     try:
-        worker = Worker(k.bootstrap, tmp_path, "worker")
+        worker = workers(k.bootstrap, tmp_path, "worker")
         worker.wait_for("mid 3")
         k.kill()  # the coordinator, the partitions and the group die together
         k.start()  # same port and data: transaction state, producer state and txn index are reloaded
