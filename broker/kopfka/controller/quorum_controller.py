@@ -217,25 +217,28 @@ class QuorumController:
                     bid,
                 )
                 records.append(mr.BrokerRegistrationChangeRecord(bid, self.image.brokers[bid].epoch, fenced=True))
-                records.extend(self._move_leadership_off(bid))
+            # one change per partition for all of them: changes computed broker by broker from the
+            # same image would combine, once applied in sequence, into a leader outside its ISR
+            records.extend(self._move_leadership_off(*expired))
             if records:
                 await self._write(records)
             return expired
 
-    def _move_leadership_off(self, broker_id: int, *, keep_sole: bool = False) -> list[mr.MetadataRecord]:
-        """The broker is going away (fenced, unregistered, in controlled shutdown, re-registered after
-        a crash): shrink it out of every ISR and elect another usable ISR member where it leads.
-        As the last ISR member it stays in the ISR (the partition goes offline instead, unless
-        `keep_sole`: then it even stays leader)."""
+    def _move_leadership_off(self, *broker_ids: int, keep_sole: bool = False) -> list[mr.MetadataRecord]:
+        """The brokers are going away (fenced, unregistered, in controlled shutdown, re-registered
+        after a crash): shrink them out of every ISR and elect another usable ISR member where one
+        leads. As the last ISR member a broker stays in the ISR (the partition goes offline instead,
+        unless `keep_sole`: then it even stays leader)."""
+        going = set(broker_ids)
         out: list[mr.MetadataRecord] = []
         for t in self.image.topics_by_id.values():
             for pid, p in t.partitions.items():
-                if broker_id not in p.isr and p.leader != broker_id:
+                if not going & set(p.isr) and p.leader not in going:
                     continue
-                if keep_sole and p.isr == (broker_id,):
+                if keep_sole and len(p.isr) == 1 and p.isr[0] in going:
                     continue
-                rest = tuple(r for r in p.isr if r != broker_id)
-                rec = self._change(t.topic_id, pid, p, isr=rest or p.isr, unusable={broker_id})
+                rest = tuple(r for r in p.isr if r not in going)
+                rec = self._change(t.topic_id, pid, p, isr=rest or p.isr, unusable=going)
                 if rec is not None:
                     out.append(rec)
         return out
