@@ -304,24 +304,6 @@ def test_verifiable_producer_and_consumers(kopfka_session: KopfkaProcess) -> Non
         assert commits and all(c["success"] for c in commits), protocol
 
 
-def test_transactions_list_and_describe(kopfka_session: KopfkaProcess) -> None:
-    from confluent_kafka import Producer
-
-    k = kopfka_session
-    tool(k, "kafka-topics", "--create", "--topic", "tools-txn")
-    p = Producer({"bootstrap.servers": k.bootstrap, "transactional.id": "tools-tx"})
-    p.init_transactions(30)
-    p.begin_transaction()
-    p.produce("tools-txn", b"in a transaction")
-    p.commit_transaction(30)
-    out = tool(k, "kafka-transactions", "list").stdout.splitlines()
-    assert out[0].split() == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
-    assert any(ln.split()[0] == "tools-tx" and ln.split()[-1] == "CompleteCommit" for ln in out[1:]), out
-    out = tool(k, "kafka-transactions", "describe", "--transactional-id", "tools-tx").stdout.splitlines()
-    row = dict(zip(out[0].split("\t"), out[1].split("\t"), strict=False))
-    assert row["TransactionalId"].strip() == "tools-tx" and row["TransactionState"].strip() == "CompleteCommit", out
-
-
 def test_acls_without_an_authorizer(kopfka_session: KopfkaProcess) -> None:
     """As Kafka: no authorizer.class.name, no ACLs (SECURITY_DISABLED). With the StandardAuthorizer,
     kafka-acls is exercised in test_security_tools."""

@@ -44,7 +44,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
 /**
  * Kafka's Java clients (kafka-clients 4.3) beyond the basics, for kopfka's tests:
  *   admin BOOTSTRAP TOPIC GROUP              describe/alter calls, one JSON line per call
- *   consume BOOTSTRAP TOPIC GROUP N K        K KIP-848 consumers share N records; JSON summary
+ *   consume BOOTSTRAP TOPIC GROUP N K        K KIP-848 consumers share N records until the group settles; JSON summary
  *   produce BOOTSTRAP TOPIC N                an idempotent producer sends N records, 1 per ms;
  *                                            JSON line per acked record, then a summary
  */
@@ -215,7 +215,8 @@ public class ClientProbe {
                         for (TopicPartition tp : consumer.assignment()) parts.add(tp.partition());
                         assignments.put(id, parts);
                         consumer.commitSync();
-                        if (seen.size() >= n) done.set(true);
+                        int partitions = consumer.partitionsFor(topic).size();
+                        if (seen.size() >= n && settled(assignments, k, partitions)) done.set(true);
                     }
                 } catch (Exception e) {
                     errors.add(e.toString());
@@ -235,6 +236,19 @@ public class ClientProbe {
         List<String> values = new ArrayList<>(new TreeSet<>(seen.values()));
         out.put("values", values);
         System.out.println(json(out));
+    }
+
+    /** Every consumer holds partitions, none twice, all of them: the group has settled. */
+    static boolean settled(Map<Integer, Set<Integer>> assignments, int k, int partitions) {
+        if (assignments.size() < k) return false;
+        Set<Integer> union = new TreeSet<>();
+        int total = 0;
+        for (Set<Integer> a : assignments.values()) {
+            if (a.isEmpty()) return false;
+            union.addAll(a);
+            total += a.size();
+        }
+        return union.size() == partitions && total == partitions;
     }
 
     static void produce(String bootstrap, String topic, int n) throws Exception {
