@@ -1,8 +1,8 @@
 """Kafka's own Java admin client (kafka-clients 4.3) as a test peer.
 
-`tests/java/AdminProbe.java` is compiled once per session against Kafka's jars as
-`scripts/get-kafka` installs them (tests/kafkaref); each call runs one JVM that performs a list
-of admin operations and prints one JSON object per operation.
+`tests/java/AdminProbe.java` (and `SharePeer.java`, Kafka's share consumer) is compiled once per
+session against Kafka's jars as `scripts/get-kafka` installs them (tests/kafkaref); each call runs
+one JVM that performs a list of operations and prints one JSON object per operation.
 """
 
 from __future__ import annotations
@@ -37,8 +37,9 @@ def kafka_libs_classpath() -> str:
 
 
 class JavaAdmin:
-    def __init__(self, classes: Path, libs: str) -> None:
+    def __init__(self, classes: Path, libs: str, main: str = "AdminProbe") -> None:
         self.classpath = os.pathsep.join([str(classes), libs])
+        self.main = main
 
     def run(
         self, bootstrap: str, *commands: list[str], timeout_ms: int = 30000, request_timeout_ms: int = 15000
@@ -56,7 +57,7 @@ class JavaAdmin:
                 f"-Drequest.timeout.ms={min(request_timeout_ms, timeout_ms)}",
                 "-cp",
                 self.classpath,
-                "AdminProbe",
+                self.main,
                 bootstrap,
                 *args,
             ],
@@ -77,3 +78,17 @@ def java_admin(tmp_path_factory: pytest.TempPathFactory) -> JavaAdmin:
         ["javac", "-nowarn", "-d", str(classes), "-cp", libs, str(SOURCE)], check=True, capture_output=True, timeout=300
     )
     return JavaAdmin(classes, libs)
+
+
+@pytest.fixture(scope="session")
+def share_peer(tmp_path_factory: pytest.TempPathFactory) -> JavaAdmin:
+    """tests/java/SharePeer.java: Kafka's KafkaShareConsumer driven through scenarios, one JVM per run."""
+    libs = kafka_libs_classpath()
+    classes = tmp_path_factory.mktemp("share-peer")
+    subprocess.run(
+        ["javac", "-nowarn", "-d", str(classes), "-cp", libs, str(SOURCE), str(SOURCE.parent / "SharePeer.java")],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    return JavaAdmin(classes, libs, "SharePeer")

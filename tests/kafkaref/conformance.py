@@ -111,9 +111,13 @@ RETRIABLE = {ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_a
 # "step vN path: kafka=... kopfka=..." -> the reason. ([[] matches a literal "[".)
 TOKENS = "delegation tokens (KIP-48) are not implemented"
 SECURITY = "SSL/SASL settings are reconfigurable per listener in Kafka, not in kopfka (branch security)"
-NOT_PLANNED = "not served yet: share groups' client APIs (KIP-932; the share coordinator is), streams groups (KIP-1071)"
+NOT_PLANNED = "not implemented: streams groups (KIP-1071)"
 ELR = "Kafka's format writes a cluster-level min.insync.replicas with ELR enabled: branch kraft"
 METADATA_LOG = "the metadata logs hold different records (kopfka's own record set)"
+SHARE_INIT = (
+    "Kafka answers a share group's first heartbeat (epoch 2) before initializing its share-partitions, so "
+    "members get them a heartbeat later; kopfka initializes within the heartbeat and answers with them (epoch 1)"
+)
 NODE_DEFAULTS = (
     "kopfka gives node.id, process.roles and controller.listener.names defaults (-1, empty) that Kafka leaves "
     "undefined, so a DEFAULT_CONFIG synonym follows the static one"
@@ -122,7 +126,7 @@ NODE_DEFAULTS = (
 KNOWN: dict[str, str] = {
     **{f"api_versions v* api_keys[[]api_key={k}]: kafka={{* kopfka='<absent>'": TOKENS for k in (38, 39, 40, 41)},
     **{f"api_versions v* api_keys[[]api_key={k}]: kafka={{* kopfka='<absent>'": NOT_PLANNED
-       for k in (76, 77, 78, 79, 88, 89, 90, 91, 92)},
+       for k in (88, 89)},
     "api_versions v* api_keys[[]api_key=45].max_version: kafka=1 kopfka=0":
         "AlterPartitionReassignments v1 (KIP-1075 replication factor changes) is not served",
     "api_versions v* api_keys[[]api_key=7[12]]: kafka='<absent>' *":
@@ -137,6 +141,9 @@ KNOWN: dict[str, str] = {
         "kopfka creates them before answering",
     "describe_quorum v* *.high_watermark: *": METADATA_LOG,
     "describe_quorum v* *.log_end_offset: *": METADATA_LOG,
+    "share_group_heartbeat join v* assignment.topic_partitions: kafka=[[][]] kopfka=*": SHARE_INIT,
+    "share_group_describe v* *.assignment.topic_partitions: kafka=[[][]] kopfka=*": SHARE_INIT,
+    "share_group_* v* *member_epoch: kafka=2 kopfka=1": SHARE_INIT,
     "consumer_group_* v* *member_epoch: kafka=2 kopfka=1":
         "a new KIP-848 group's first member gets epoch 2 in Kafka (a subscription-metadata bump), 1 in kopfka",
     "describe_topic_partitions v* *.topic_authorized_operations: kafka=3576 kopfka=-2147483648":
@@ -326,6 +333,56 @@ def fill_required(cls: type, data: dict[str, Any]) -> dict[str, Any]:
         else:
             out[f.name] = 0
     return out
+
+
+# --- share groups (KIP-932) -------------------------------------------------------------------
+SHARE_MEMBER = "c0nf0rmance-member-0000000000"
+
+
+def share_key(state: State, group: str) -> str:
+    """A FindCoordinator(SHARE) key, "group:topicId:partition" (the topic need not exist)."""
+    from kopfka import uuids
+
+    return f"{group}:{uuids.to_str(uuid.UUID(int=12345))}:0"  # the same key on both (topic ids differ)
+
+
+def share_fetch_body(state: State, epoch: int) -> dict[str, Any]:
+    return {
+        "group_id": "c-sg",
+        "member_id": SHARE_MEMBER,
+        "share_session_epoch": epoch,
+        "max_wait": 0,
+        "min_bytes": 1,
+        "max_bytes": 1 << 20,
+        "max_records": 100,
+        "batch_size": 100,
+        "topics": [
+            {
+                "topic_id": state["ids"].get("c-data", uuid.UUID(int=0)),
+                "partitions": [{"partition_index": 0, "acknowledgement_batches": []}],
+            }
+        ],
+        "forgotten_topics_data": [],
+    }
+
+
+def share_ack_body(state: State, epoch: int) -> dict[str, Any]:
+    return {
+        "group_id": "c-sg",
+        "member_id": SHARE_MEMBER,
+        "share_session_epoch": epoch,
+        "topics": [
+            {
+                "topic_id": state["ids"].get("c-data", uuid.UUID(int=0)),
+                "partitions": [
+                    {
+                        "partition_index": 0,
+                        "acknowledgement_batches": [{"first_offset": 0, "last_offset": 0, "acknowledge_types": [1]}],
+                    }
+                ],
+            }
+        ],
+    }
 
 
 # --- steps ------------------------------------------------------------------------------------
@@ -782,6 +839,145 @@ STEPS: list[Step] = [
         lambda s, v: {"group_id": "c-group", "topics": [{"name": "c-data", "partitions": [{"partition_index": 0}]}]},
     ),
     S("delete_groups", 42, lambda s, v: {"groups_names": ["c-group", "c-none", f"c-join-v{v}"]}),
+    # --- share groups (KIP-932) ---
+    S(
+        "find_coordinator share",
+        10,
+        lambda s, v: {"key_type": 2, "coordinator_keys": [share_key(s, "c-sstate")]},
+        versions=lambda vs: [v for v in vs if v >= 6],
+    ),
+    S(
+        "share_group_heartbeat join",
+        76,
+        lambda s, v: {
+            "group_id": "c-sg",
+            "member_id": SHARE_MEMBER,
+            "member_epoch": 0,
+            "subscribed_topic_names": ["c-data"],
+        },
+    ),
+    S(
+        "share_group_heartbeat unknown member",
+        76,
+        lambda s, v: {"group_id": "c-sg", "member_id": "nobody", "member_epoch": 5, "subscribed_topic_names": None},
+    ),
+    S(
+        "share_group_heartbeat no member id",
+        76,
+        lambda s, v: {"group_id": "c-sg", "member_id": "", "member_epoch": 0, "subscribed_topic_names": ["c-data"]},
+    ),
+    S(
+        "share_group_heartbeat not a share group",
+        76,
+        lambda s, v: {
+            "group_id": "c-group",
+            "member_id": SHARE_MEMBER,
+            "member_epoch": 0,
+            "subscribed_topic_names": ["c-data"],
+        },
+    ),
+    S(
+        "share_group_describe",
+        77,
+        lambda s, v: {"group_ids": ["c-sg", "c-group", "c-none"], "include_authorized_operations": False},
+    ),
+    S(
+        "list_groups share",
+        16,
+        lambda s, v: {"states_filter": [], "types_filter": ["share"]},
+        versions=lambda vs: [v for v in vs if v >= 5],
+    ),
+    S("share_fetch open", 78, lambda s, v: share_fetch_body(s, 0)),
+    S("share_fetch no session", 78, lambda s, v: share_fetch_body(s, 5)),
+    S("share_fetch no group", 78, lambda s, v: {**share_fetch_body(s, 0), "group_id": None}),
+    S("share_acknowledge epoch 0", 79, lambda s, v: share_ack_body(s, 0)),
+    S("share_acknowledge no session", 79, lambda s, v: share_ack_body(s, 3)),
+    S(
+        "describe_share_group_offsets",
+        90,
+        lambda s, v: {
+            "groups": [
+                {"group_id": "c-sg", "topics": None},
+                {"group_id": "c-none", "topics": [{"topic_name": "c-data", "partitions": [0]}]},
+                {"group_id": "c-sg", "topics": [{"topic_name": "c-nope", "partitions": [0]}]},
+            ]
+        },
+    ),
+    S(
+        "alter_share_group_offsets",
+        91,
+        lambda s, v: {
+            "group_id": "c-sg-alter",
+            "topics": [
+                {
+                    "topic_name": "c-data",
+                    "partitions": [
+                        {"partition_index": 0, "start_offset": 1},
+                        {"partition_index": 99, "start_offset": 0},
+                    ],
+                },
+                {"topic_name": "c-nope", "partitions": [{"partition_index": 0, "start_offset": 0}]},
+            ],
+        },
+    ),
+    S(
+        "alter_share_group_offsets non-empty group",
+        91,
+        lambda s, v: {
+            "group_id": "c-sg",
+            "topics": [{"topic_name": "c-data", "partitions": [{"partition_index": 0, "start_offset": 0}]}],
+        },
+    ),
+    S(
+        "delete_share_group_offsets",
+        92,
+        lambda s, v: {"group_id": "c-sg-alter", "topics": [{"topic_name": "c-data"}, {"topic_name": "c-nope"}]},
+    ),
+    S("read_share_group_state uninitialized", 84, lambda s, v: share_body(s, {"leader_epoch": 0}, "c-sstate")),
+    S(
+        "initialize_share_group_state",
+        83,
+        lambda s, v: share_body(s, {"state_epoch": 1, "start_offset": 2}, "c-sstate"),
+    ),
+    S("read_share_group_state", 84, lambda s, v: share_body(s, {"leader_epoch": 0}, "c-sstate")),
+    S(
+        "write_share_group_state",
+        85,
+        lambda s, v: share_body(
+            s,
+            {
+                "state_epoch": 1,
+                "leader_epoch": 0,
+                "start_offset": -1,
+                "delivery_complete_count": 1,
+                "state_batches": [{"first_offset": 2, "last_offset": 2, "delivery_state": 2, "delivery_count": 1}],
+            },
+            "c-sstate",
+        ),
+    ),
+    S(
+        "write_share_group_state fenced",
+        85,
+        lambda s, v: share_body(
+            s, {"state_epoch": 0, "leader_epoch": 0, "start_offset": -1, "state_batches": []}, "c-sstate"
+        ),
+    ),
+    S("read_share_group_state_summary", 87, lambda s, v: share_body(s, {"leader_epoch": 0}, "c-sstate")),
+    S("read_share_group_state after", 84, lambda s, v: share_body(s, {"leader_epoch": 0}, "c-sstate")),
+    S("delete_share_group_state", 86, lambda s, v: share_body(s, {}, "c-sstate")),
+    S("read_share_group_state deleted", 84, lambda s, v: share_body(s, {"leader_epoch": 0}, "c-sstate")),
+    S(
+        "share_group_heartbeat leave",
+        76,
+        lambda s, v: {
+            "group_id": "c-sg",
+            "member_id": SHARE_MEMBER,
+            "member_epoch": -1,
+            "subscribed_topic_names": None,
+        },
+        versions=only_max,
+    ),
+    S("delete_groups share", 42, lambda s, v: {"groups_names": ["c-sg", "c-sg-alter"]}, versions=only_max),
     S(
         "init_producer_id",
         22,

@@ -39,6 +39,7 @@ TOOLS: dict[str, str] = {
     "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
     "kafka-console-producer": "org.apache.kafka.tools.ConsoleProducer",
     "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+    "kafka-console-share-consumer": "org.apache.kafka.tools.consumer.ConsoleShareConsumer",
     "kafka-consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",
     "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
     "kafka-dump-log": "org.apache.kafka.tools.DumpLogSegments",
@@ -52,12 +53,14 @@ TOOLS: dict[str, str] = {
     "kafka-metadata-shell": "org.apache.kafka.shell.MetadataShell",
     "kafka-producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
     "kafka-reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
+    "kafka-share-groups": "org.apache.kafka.tools.consumer.group.ShareGroupCommand",
     "kafka-replica-verification": "org.apache.kafka.tools.ReplicaVerificationTool",
     "kafka-storage": "kafka.tools.StorageTool",
     "kafka-topics": "org.apache.kafka.tools.TopicCommand",
     "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
     "kafka-verifiable-consumer": "org.apache.kafka.tools.VerifiableConsumer",
     "kafka-verifiable-producer": "org.apache.kafka.tools.VerifiableProducer",
+    "kafka-verifiable-share-consumer": "org.apache.kafka.tools.VerifiableShareConsumer",
 }
 
 # Short-lived tools: small heap, serial GC and C1 only start fastest and spare the 2 shared cores.

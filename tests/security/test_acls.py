@@ -783,3 +783,46 @@ def test_transactions_need_transactional_id_acls(authz: Cluster) -> None:
             got.append(m.value())
     c.close()
     assert got == [b"0", b"1", b"2"]
+
+
+def test_share_group_apis(authz: Cluster) -> None:
+    """Share groups (KIP-932) as Kafka checks them: group READ to be a member or fetch, topic
+    DESCRIBE to subscribe, topic READ to fetch and acknowledge; the share coordinator's RPCs and
+    FindCoordinator(SHARE) need CLUSTER_ACTION."""
+    create_topic(authz, "shared-t")
+    tid = run(authz, "admin", 3, 12, metadata_body("shared-t")).topics[0].topic_id
+    group, member = "sg1", "share-member-1"
+    heartbeat = (
+        76,
+        1,
+        {"group_id": group, "member_id": member, "member_epoch": 0, "rack_id": None,
+         "subscribed_topic_names": ["shared-t"]},
+    )  # fmt: skip
+    share_fetch = (
+        78,
+        2,
+        {"group_id": group, "member_id": member, "share_session_epoch": 0, "max_wait": 0, "min_bytes": 1,
+         "max_bytes": 1 << 20, "max_records": 10, "batch_size": 10,
+         "topics": [{"topic_id": tid, "partitions": [{"partition_index": 0, "acknowledgement_batches": []}]}],
+         "forgotten_topics_data": []},
+    )  # fmt: skip
+    assert ErrorCode(run(authz, "alice", *heartbeat).error_code) == GAF
+    assert ErrorCode(run(authz, "alice", *share_fetch).error_code) == GAF
+    allow(authz, "--group", group, "--operation", "Read")
+    assert ErrorCode(run(authz, "alice", *heartbeat).error_code) == TAF  # may not describe the topic
+    allow(authz, "--topic", "shared-t", "--operation", "Describe")
+    deadline = time.monotonic() + 30
+    find = (10, 4, {"key_type": 0, "coordinator_keys": [group]})
+    while run(authz, "alice", *find).coordinators[0].error_code != ErrorCode.none and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert ErrorCode(run(authz, "alice", *heartbeat).error_code) == ErrorCode.none
+    fetched = run(authz, "alice", *share_fetch)
+    assert ErrorCode(fetched.responses[0].partitions[0].error_code) == TAF  # no READ on the topic
+    allow(authz, "--topic", "shared-t", "--operation", "Read")
+    fetched = run(authz, "alice", *share_fetch)
+    assert ErrorCode(fetched.error_code) == ErrorCode.none and fetched.responses == ()  # nothing to deliver yet
+    state = (83, 0, {"group_id": group, "topics": [{"topic_id": tid, "partitions": [
+        {"partition": 0, "state_epoch": 0, "start_offset": 0}]}]})  # fmt: skip
+    assert ErrorCode(run(authz, "alice", *state).results[0].partitions[0].error_code) == CAF
+    share_key = (10, 6, {"key_type": 2, "coordinator_keys": [f"{group}:AAAAAAAAAAAAAAAAAAAAAA:0"]})
+    assert ErrorCode(run(authz, "alice", *share_key).coordinators[0].error_code) == CAF

@@ -184,3 +184,77 @@ def test_share_state_rpcs_persist_and_kafka_reads_them(tmp_path: Path) -> None:
     assert snap["stateBatches"][0] == {"firstOffset": 10, "lastOffset": 12, "deliveryState": 4, "deliveryCount": 5}
     assert records[0]["key"]["data"] == {"groupId": "g1", "topicId": uuids.to_str(tid), "partition": 0}
     assert kinds[-1] == ("0", True)
+
+
+async def _earliest(conn: KafkaConnection, topic: str, partition: int) -> int:
+    body = {
+        "replica_id": -1,
+        "isolation_level": 0,
+        "topics": [
+            {"name": topic, "partitions": [{"partition_index": partition, "current_leader_epoch": -1, "timestamp": -2}]}
+        ],
+    }
+    resp = await conn.request(2, 7, body)
+    return int(resp.topics[0].partitions[0].offset)
+
+
+def test_cold_snapshots_let_old_records_be_pruned(tmp_path: Path) -> None:
+    """Every key gets a fresh snapshot when its last one is older than the cold interval, and the
+    records before the oldest live snapshot are deleted (the log start offset moves); the state
+    reads the same after a SIGKILL."""
+    overrides = {
+        "share.coordinator.state.topic.num.partitions": "1",
+        "share.coordinator.snapshot.update.records.per.snapshot": "500",
+        "share.coordinator.cold.partition.snapshot.interval.ms": "1000",
+        "share.coordinator.state.topic.prune.interval.ms": "1000",
+    }
+    broker = KopfkaProcess(tmp_path / "data", overrides=overrides).start()
+    try:
+        create_topic(broker.bootstrap, "pruned", 1)
+        tid = topic_id(broker.bootstrap, "pruned")
+
+        async def scenario() -> None:
+            conn = await KafkaConnection.open(broker.bootstrap)
+            try:
+                await _find(conn, f"g:{uuids.to_str(tid)}:0")
+                assert (
+                    await _call(conn, INITIALIZE, 0, "g", tid, partition=0, state_epoch=0, start_offset=0)
+                ).error_code == 0
+                for i in range(6):  # updates only (500 per snapshot): nothing prunable yet
+                    p = await _call(
+                        conn,
+                        WRITE,
+                        1,
+                        "g",
+                        tid,
+                        partition=0,
+                        state_epoch=0,
+                        leader_epoch=0,
+                        start_offset=i + 1,
+                        delivery_complete_count=0,
+                        state_batches=_batches((i, i, ACKED, 1)),
+                    )
+                    assert p.error_code == 0
+                assert await _earliest(conn, "__share_group_state", 0) == 0
+                deadline = asyncio.get_running_loop().time() + 20
+                while await _earliest(conn, "__share_group_state", 0) < 7:
+                    assert asyncio.get_running_loop().time() < deadline, "never pruned"
+                    await asyncio.sleep(0.3)
+            finally:
+                await conn.close()
+
+        asyncio.run(scenario())
+        broker.kill()
+        broker.start()
+
+        async def after() -> None:
+            conn = await KafkaConnection.open(broker.bootstrap)
+            try:
+                p = await _state(conn, "g", tid)
+                assert (p.error_code, p.start_offset, _as_tuples(p)) == (0, 6, [])
+            finally:
+                await conn.close()
+
+        asyncio.run(after())
+    finally:
+        broker.kill()

@@ -17,6 +17,7 @@ from typing import Any
 
 from kopfka import uuids
 from kopfka.config.definitions import ConfigError, format_value
+from kopfka.config.group_config import GROUP_RESOURCE, validate_group_config
 from kopfka.config.log_config import TOPIC_CONFIG
 from kopfka.config.server_config import SERVER_CONFIG
 from kopfka.controller import acl_control, scram_control
@@ -774,6 +775,15 @@ class QuorumController:
                 raise KafkaError(ErrorCode.invalid_config, f"Cannot update these configs dynamically: {{{key}}}")
         elif rtype == CLIENT_METRICS_RESOURCE:
             validate_client_metrics_config(rname, key, value)
+            return
+        elif rtype == GROUP_RESOURCE:  # KIP-848/932 group configs, checked against the group.* bounds
+            if not rname:
+                raise KafkaError(ErrorCode.invalid_request, "The group id cannot be empty")
+            bounds = {k: SERVER_CONFIG.keys[k].default for k in SERVER_CONFIG.keys if k.startswith("group.")}
+            try:
+                validate_group_config(key, value, {**bounds, **self.static_config})
+            except ConfigError as exc:
+                raise KafkaError(ErrorCode.invalid_config, exc.reason) from exc
             return
         else:
             raise KafkaError(ErrorCode.invalid_request, f"Unsupported resource type {rtype}")

@@ -53,6 +53,7 @@ class BrokerServices:
     group_coordinator: Any = None  # kopfka.coordinator.group (consumer groups, committed offsets)
     txn_coordinator: Any = None  # kopfka.coordinator.transaction (transactional ids, markers)
     share_coordinator: Any = None  # kopfka.coordinator.share (share-partition state, __share_group_state)
+    share_persister: Any = None  # kopfka.server.share.persister (reaches the share coordinator of a key)
     share_partitions: Any = None  # kopfka.server.share (share-partition leaders: acquisition, acknowledgement)
     txn_verifier: Any = None  # kopfka.server.txn_verification (KIP-890, partition leader side)
     inter_broker: Any = None  # kopfka.server.inter_broker.InterBrokerClient

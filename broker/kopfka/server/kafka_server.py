@@ -237,10 +237,15 @@ class KafkaServer:
         self.txn_coordinator = services.txn_coordinator
         loader.install_publishers([services.txn_coordinator])
         from kopfka.coordinator.share import ShareCoordinator  # share-partition state (KIP-932)
+        from kopfka.server.share.manager import SharePartitionManager
+        from kopfka.server.share.persister import ShareStatePersister
 
         services.share_coordinator = ShareCoordinator(services)
         self.share_coordinator = services.share_coordinator
-        loader.install_publishers([services.share_coordinator])
+        services.share_persister = ShareStatePersister(services)
+        services.share_partitions = SharePartitionManager(services)  # share-partition leaders
+        self.share_partitions = services.share_partitions
+        loader.install_publishers([services.share_coordinator, services.share_partitions])
 
     async def shutdown(self) -> None:
         log.info("[KafkaServer id=%d] shutting down", self.node_id)
@@ -253,6 +258,9 @@ class KafkaServer:
         group_coordinator = getattr(self, "group_coordinator", None)
         if group_coordinator is not None:
             group_coordinator.shutdown()
+        share_partitions = getattr(self, "share_partitions", None)
+        if share_partitions is not None:
+            share_partitions.shutdown()
         share_coordinator = getattr(self, "share_coordinator", None)
         if share_coordinator is not None:
             share_coordinator.shutdown()

@@ -193,6 +193,9 @@ class Connection(asyncio.BufferedProtocol):
             for t in list(self._deferred):
                 t.cancel()
             release_connection(self.server.services, self.listener_name, self.client_host)
+            share = getattr(self.server.services, "share_partitions", None)
+            if share is not None:  # the share sessions of this connection end with it (KIP-932)
+                share.on_disconnect(self)
 
     async def process(self, frame: bytes | bytearray) -> bool:
         """Handle one request; False means close the connection."""
@@ -297,6 +300,7 @@ class Connection(asyncio.BufferedProtocol):
             client_port=self.client_port,
             principal=self.principal,
             security_protocol=self.security.protocol,
+            connection=self,
         )
         started = time.perf_counter_ns()
         timed = WorkTimed(handler(ctx, req.body))

@@ -29,6 +29,7 @@ class RequestContext:
     client_port: int = 0
     principal: KafkaPrincipal = ANONYMOUS  # who sent it (TLS certificate, SASL identity, or ANONYMOUS)
     security_protocol: str = "PLAINTEXT"
+    connection: Any = None  # the client connection (share sessions end with it)
 
     @property
     def image(self) -> Any:

@@ -19,7 +19,13 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from kopfka.coordinator.group import records as rec
-from kopfka.coordinator.group.group_metadata import ClassicGroup, ClassicMember, ClassicState, ConsumerGroup
+from kopfka.coordinator.group.group_metadata import (
+    ClassicGroup,
+    ClassicMember,
+    ClassicState,
+    ConsumerGroup,
+    ShareGroup,
+)
 from kopfka.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
@@ -286,6 +292,8 @@ class ClassicProtocol:
                     ErrorCode.invalid_session_timeout, f"session timeout {session_timeout_ms} not in [{lo}, {hi}]"
                 )
             group = shard.groups.get(group_id)
+            if isinstance(group, ShareGroup):
+                raise KafkaError(ErrorCode.group_id_not_found, f"Group {group_id} is not a classic group.")
             if isinstance(group, ConsumerGroup):
                 if not group.is_empty:
                     raise KafkaError(
@@ -488,7 +496,7 @@ class ClassicProtocol:
     def _check_member(
         self, group: ClassicGroup | None, member_id: str, instance_id: str | None, generation: int
     ) -> ClassicMember:
-        if group is None or isinstance(group, ConsumerGroup) or group.is_(ClassicState.EMPTY):
+        if group is None or isinstance(group, (ConsumerGroup, ShareGroup)) or group.is_(ClassicState.EMPTY):
             raise KafkaError(ErrorCode.unknown_member_id, "unknown group or member")
         if group.is_(ClassicState.DEAD):
             raise KafkaError(ErrorCode.coordinator_not_available, "the group is being unloaded")

@@ -32,6 +32,7 @@ from kopfka.coordinator.group.group_metadata import (
     ConsumerGroup,
     ConsumerMember,
     MemberState,
+    ShareGroup,
 )
 from kopfka.protocol.errors import ErrorCode, KafkaError
 
@@ -245,6 +246,8 @@ class ConsumerProtocol:
 
     def _group(self, shard: Shard, group_id: str, *, create: bool) -> ConsumerGroup:
         group = shard.groups.get(group_id)
+        if isinstance(group, ShareGroup):
+            raise KafkaError(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
         if isinstance(group, ClassicGroup):
             if not group.is_empty or not group.is_(ClassicState.EMPTY):
                 raise KafkaError(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")

@@ -22,8 +22,17 @@ from kopfka.controller.quorum_controller import CreateTopicSpec
 from kopfka.coordinator.group import records as rec
 from kopfka.coordinator.group.classic_protocol import ClassicProtocol, restore_classic_group
 from kopfka.coordinator.group.consumer_protocol import ConsumerProtocol
-from kopfka.coordinator.group.group_metadata import ClassicGroup, ClassicState, ConsumerGroup, Group, now_ms
+from kopfka.coordinator.group.group_metadata import (
+    ClassicGroup,
+    ClassicState,
+    ConsumerGroup,
+    Group,
+    ShareGroup,
+    now_ms,
+)
 from kopfka.coordinator.group.offsets import CommittedOffset, OffsetCache
+from kopfka.coordinator.group.share_protocol import ShareProtocol
+from kopfka.coordinator.group.share_records import SHARE_RECORD_TYPES
 from kopfka.coordinator.group.txn_offsets import PendingTxnOffsets
 from kopfka.coordinator.internal_topic import coordinator_endpoint, ensure_topic, follow_leadership, replay_partition
 from kopfka.coordinator.partition_writer import PartitionWriter
@@ -115,6 +124,7 @@ class GroupCoordinator:
         self._create_lock = asyncio.Lock()
         self.classic = ClassicProtocol(self)
         self.consumer = ConsumerProtocol(self)
+        self.share = ShareProtocol(self)
         self._expiry_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
 
@@ -160,6 +170,10 @@ class GroupCoordinator:
             changed = changes.changed_partitions.get(topic.topic_id, ())
             follow_leadership(topic, changed, self.node_id, self.shards, self._start_load, "group coordinator")
         gone = [n for n in deleted_names if n != OFFSETS_TOPIC]
+        gone_ids = {t.topic_id for t in changes.deleted.values()}
+        for shard in self.shards.values():
+            if gone_ids and shard.state is ShardState.ACTIVE:
+                self.share.on_topics_deleted(shard, gone_ids)
         if gone:
             self.spawn(self._delete_topic_offsets(set(gone)))
         if self.shards and self._expiry_task is None:
@@ -235,6 +249,8 @@ class GroupCoordinator:
                     )
                     if k.group not in shard.groups:
                         shard.groups[k.group] = ClassicGroup(k.group)
+            elif isinstance(k, rec.OtherKey) and k.record_type in SHARE_RECORD_TYPES:
+                self.share.replay(shard, key, value)
             elif isinstance(k, rec.GroupKey):
                 if value is None:
                     old = shard.groups.pop(k.group, None)
@@ -404,6 +420,8 @@ class GroupCoordinator:
                 raise KafkaError(missing, f"group {group_id} does not exist")
             group = ClassicGroup(group_id)
             shard.groups[group_id] = group
+        if isinstance(group, ShareGroup):
+            raise KafkaError(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
         if isinstance(group, ConsumerGroup):
             try:
                 self.consumer.validate_commit(group, member_id, generation, instance_id)
@@ -466,6 +484,8 @@ class GroupCoordinator:
         `require_stable`, partitions with a pending transactional commit are UNSTABLE_OFFSET_COMMIT."""
         shard = self.shard_for(group_id)
         group = shard.groups.get(group_id)
+        if isinstance(group, ShareGroup):
+            raise KafkaError(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
         if isinstance(group, ConsumerGroup) and member_id:
             self.consumer.validate_fetch(group, member_id, member_epoch)
         committed = shard.offsets.get(group_id)
@@ -499,6 +519,8 @@ class GroupCoordinator:
         group = shard.groups.get(group_id)
         if group is None:
             raise KafkaError(ErrorCode.group_id_not_found, f"group {group_id} does not exist")
+        if isinstance(group, ShareGroup):
+            raise KafkaError(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
         subscribed: set[str] | None
         if group.is_empty:
             subscribed = set()
@@ -565,6 +587,8 @@ class GroupCoordinator:
             dead: list[ClassicGroup] = []
             for gid in list(shard.groups):
                 group = shard.groups[gid]
+                if isinstance(group, ShareGroup):
+                    continue  # share groups commit no offsets; they live until DeleteGroups
                 empty_since = group.state_timestamp if group.is_empty else None
                 subs = None if group.is_empty else group.subscribed_topics()
                 if subs is None and not group.is_empty:
@@ -641,6 +665,10 @@ class GroupCoordinator:
                     raise KafkaError(ErrorCode.group_id_not_found, f"group {gid} does not exist")
                 if not group.is_empty:
                     raise KafkaError(ErrorCode.non_empty_group, f"group {gid} is not empty")
+                if isinstance(group, ShareGroup):
+                    await self.share.delete_group(shard, group)
+                    out[gid] = ErrorCode.none
+                    continue
                 records: list[tuple[bytes, bytes | None]] = [
                     (rec.offset_key(gid, *tp), None) for tp in shard.offsets.get(gid)
                 ]

@@ -1,5 +1,5 @@
-"""Group state: classic groups (the JoinGroup/SyncGroup state machine) and KIP-848 consumer
-groups (epochs, target and current assignments). Pure data plus the transitions' invariants;
+"""Group state: classic groups (the JoinGroup/SyncGroup state machine), KIP-848 consumer
+groups (epochs, target and current assignments) and KIP-932 share groups. Pure data plus the transitions' invariants;
 the protocols that drive them live in classic_protocol.py and consumer_protocol.py."""
 
 from __future__ import annotations
@@ -263,4 +263,72 @@ class ConsumerGroup:
             m.cancel_timers()
 
 
-Group = ClassicGroup | ConsumerGroup
+
+
+# --- share groups (KIP-932) --------------------------------------------------------------------
+
+
+@dataclass
+class ShareMember:
+    member_id: str
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: list[str] = field(default_factory=list)
+    member_epoch: int = 0
+    previous_member_epoch: int = 0
+    assigned: Assignment = field(default_factory=dict)
+    session_timer: asyncio.TimerHandle | None = None
+
+    def cancel_timers(self) -> None:
+        if self.session_timer is not None:
+            self.session_timer.cancel()
+            self.session_timer = None
+
+
+@dataclass
+class ShareGroup:
+    """A share group: members share partitions; the share-partitions' delivery state lives with
+    the partition leaders and the share coordinator. `initialized` (and `initializing`,
+    `deleting`) are the share-partitions whose state the share coordinator holds, as
+    ShareGroupStatePartitionMetadata records them: topic id -> partitions."""
+
+    group_id: str
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    metadata_hash: int = 0
+    members: dict[str, ShareMember] = field(default_factory=dict)
+    target: dict[str, Assignment] = field(default_factory=dict)
+    initialized: Assignment = field(default_factory=dict)
+    initializing: Assignment = field(default_factory=dict)
+    deleting: set[str] = field(default_factory=set)
+    topic_names: dict[str, str] = field(default_factory=dict)  # topic id -> name, as recorded
+    state_timestamp: int = field(default_factory=now_ms)
+    dead: bool = False
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
+
+    kind = "share"
+    protocol_type = "share"
+
+    @property
+    def state_name(self) -> str:
+        if self.dead:
+            return "Dead"
+        return "Stable" if self.members else "Empty"
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.members
+
+    def subscribed_topics(self) -> set[str]:
+        out: set[str] = set()
+        for m in self.members.values():
+            out |= set(m.subscribed_topic_names)
+        return out
+
+    def cancel_timers(self) -> None:
+        for m in self.members.values():
+            m.cancel_timers()
+
+
+Group = ClassicGroup | ConsumerGroup | ShareGroup

@@ -553,7 +553,8 @@ class ShareCoordinator:
         except KafkaError as exc:
             return PartitionResult(exc.code, exc.message)
         state = shard.states.get((group_id, topic_id, partition))
-        return PartitionResult(state=state or ShareGroupOffset(0, -1, -1, -1, 0))
+        # no state: start offset and delivery-complete count -1, epochs 0 (as Kafka answers)
+        return PartitionResult(state=state or ShareGroupOffset(0, 0, 0, -1, -1))
 
     # --- housekeeping ---------------------------------------------------------------------------
     async def _delete_states_of_topics(self, topic_ids: set[uuid.UUID]) -> None:
@@ -583,7 +584,7 @@ class ShareCoordinator:
                 log.exception("Share state housekeeping failed")
 
     async def snapshot_cold_partitions(self) -> int:
-        """A fresh snapshot of every key whose last snapshot is older than the cold interval, so
+        """A fresh snapshot of every key updated since a snapshot older than the cold interval, so
         the records before it can be pruned."""
         interval = int(self.config("share.coordinator.cold.partition.snapshot.interval.ms"))
         written = 0
@@ -592,8 +593,8 @@ class ShareCoordinator:
                 continue
             now = now_ms()
             for key, state in list(shard.states.items()):
-                if now - state.write_timestamp < interval:
-                    continue
+                if now - state.write_timestamp < interval or shard.updates_since_snapshot.get(key, 0) == 0:
+                    continue  # recent, or its last record is a snapshot already
 
                 async def action(shard: StateShard, key: Key = key) -> PartitionResult:
                     cur = shard.states.get(key)

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kopfka.config.definitions import ConfigKey, format_value
+from kopfka.config.group_config import GROUP_CONFIG, GROUP_RESOURCE, group_config_value
 from kopfka.config.log_config import BROKER_SYNONYMS, SYNONYM_SCALE, TOPIC_CONFIG
 from kopfka.config.server_config import SERVER_CONFIG
 from kopfka.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE
@@ -164,6 +165,23 @@ def describe_broker_config_entries(
     return out
 
 
+GROUP_CONFIG_SOURCE = 8  # Kafka's ConfigSource.GROUP_CONFIG
+
+
+def describe_group_config_entries(ctx: RequestContext, group: str, keys: list[str] | None) -> list[dict[str, Any]]:
+    """Every group config: the group's override (source GROUP_CONFIG) or its default."""
+    overrides = ctx.image.configs.get((GROUP_RESOURCE, group), {})
+    broker = ctx.services.config.values
+    out = []
+    for key, defn in GROUP_CONFIG.keys.items():
+        if keys is not None and key not in keys:
+            continue
+        source = GROUP_CONFIG_SOURCE if key in overrides else DEFAULT_CONFIG
+        value = format_value(group_config_value(overrides, broker, key))
+        out.append(_entry(key, value, source, defn, [{"name": key, "value": value, "source": source}], False))
+    return out
+
+
 def _config_access(ctx: RequestContext, op: AclOperation, rtype: int, name: str) -> ErrorCode | None:
     """Kafka's configs authorization: broker-level and client-metrics configs are the cluster's,
     a topic's its own; the error names what was refused."""
@@ -209,6 +227,8 @@ async def handle_describe_configs(ctx: RequestContext, req: Any) -> dict[str, An
                 )
             elif res.resource_type == CLIENT_METRICS_RESOURCE:  # KIP-714 subscriptions
                 out["configs"] = describe_client_metrics_entries(ctx.image, res.resource_name, keys)
+            elif res.resource_type == GROUP_RESOURCE:  # KIP-848/932 group configs
+                out["configs"] = describe_group_config_entries(ctx, res.resource_name, keys)
             else:
                 raise KafkaError(ErrorCode.invalid_request, f"Unsupported resource type {res.resource_type}")
         except KafkaError as exc:
@@ -258,7 +278,7 @@ async def handle_alter_configs(ctx: RequestContext, req: Any) -> dict[str, Any]:
 # --- ListConfigResources (KIP-1142; v0 is KIP-714's ListClientMetricsResources) ---------------
 LIST_CONFIG_RESOURCES = 74
 EXTRA_APIS[LIST_CONFIG_RESOURCES] = (0, 1)
-BROKER_LOGGER_RESOURCE, GROUP_RESOURCE = 8, 32
+BROKER_LOGGER_RESOURCE = 8
 # in the order Kafka lists them
 LISTED_RESOURCE_TYPES = (
     GROUP_RESOURCE,

@@ -7,6 +7,7 @@ DELETE to delete; topic READ to commit, DESCRIBE to see committed offsets)."""
 from __future__ import annotations
 
 import datetime
+from collections.abc import Callable
 from typing import Any
 
 from kopfka.metadata.features import consumer_rebalance_protocol_supported
@@ -248,32 +249,50 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, req: Any) -> dict
     )
 
 
+def describe_modern_groups(
+    ctx: RequestContext,
+    group_ids: Any,
+    check: Callable[[RequestContext], None],
+    cls: type,
+    kind: str,
+    describe: Callable[[Any, Any], dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """ConsumerGroupDescribe / ShareGroupDescribe: each group, or the error that stands for it."""
+    out = []
+    for gid in group_ids:
+        try:
+            check(ctx)
+            _group_access(ctx, AclOperation.DESCRIBE, gid)
+            coord = _coordinator(ctx)
+            group = coord.shard_for(gid).groups.get(gid)
+            if not isinstance(group, cls) or getattr(group, "dead", False):
+                why = f"Group {gid} not found." if group is None else f"Group {gid} is not a {kind} group."
+                raise KafkaError(ErrorCode.group_id_not_found, why)
+            out.append(describe(coord, group))
+        except KafkaError as exc:
+            out.append(
+                {
+                    "group_id": gid,
+                    "group_state": "",
+                    "group_epoch": -1,
+                    "assignment_epoch": -1,
+                    "assignor_name": "",
+                    "members": [],
+                    "error_code": exc.code,
+                    "error_message": exc.message,
+                }
+            )
+    return out
+
+
 @api(69)
 async def handle_consumer_group_describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
     from kopfka.coordinator.group.group_metadata import ConsumerGroup
 
-    out = []
-    for gid in req.group_ids:
-        empty = {
-            "group_id": gid,
-            "group_state": "",
-            "group_epoch": -1,
-            "assignment_epoch": -1,
-            "assignor_name": "",
-            "members": [],
-        }
-        try:
-            _check_consumer_protocol(ctx)
-            _group_access(ctx, AclOperation.DESCRIBE, gid)
-            coord = _coordinator(ctx)
-            group = coord.shard_for(gid).groups.get(gid)
-            if not isinstance(group, ConsumerGroup) or group.dead:
-                why = f"Group {gid} not found." if group is None else f"Group {gid} is not a consumer group."
-                raise KafkaError(ErrorCode.group_id_not_found, why)
-            out.append(coord.consumer.describe(group))
-        except KafkaError as exc:
-            out.append({**empty, "error_code": exc.code, "error_message": exc.message})
-    return {"throttle_time": 0, "groups": out}
+    groups = describe_modern_groups(
+        ctx, req.group_ids, _check_consumer_protocol, ConsumerGroup, "consumer", lambda c, g: c.consumer.describe(g)
+    )
+    return {"throttle_time": 0, "groups": groups}
 
 
 # --- offsets --------------------------------------------------------------------------------------
