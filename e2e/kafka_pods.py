@@ -99,3 +99,19 @@ def wait_gone(kube: Kube, kind: str, namespace: str, selector: str, timeout: flo
 
 def elapsed(started: float) -> float:
     return round(time.monotonic() - started, 1)
+
+
+def create_topic(
+    kube: Kube, namespace: str, pod: str, bootstrap: str, topic: str, partitions: int = 1, rf: int = 1, **config: str
+) -> None:
+    """`kopfka topics --create` from a client pod (config keys with dots: pass a dict via **)."""
+    args = ["topics", "--bootstrap-server", bootstrap, "--create", "--topic", topic]
+    args += ["--partitions", str(partitions), "--replication-factor", str(rf)]
+    for key, value in config.items():
+        args += ["--config", f"{key}={value}"]
+    kopfka_cli(kube, namespace, pod, *args)
+
+
+def patch_cluster(kube: Kube, namespace: str, name: str, spec: dict[str, Any]) -> None:
+    """A merge patch of a KafkaCluster's spec, as `kubectl patch --type=merge` sends it."""
+    kube.kubectl("-n", namespace, "patch", "kafkacluster", name, "--type=merge", "-p", json.dumps({"spec": spec}))

@@ -20,6 +20,7 @@ import yaml
 from kafka_pods import (
     client_pod,
     cluster_ready,
+    create_topic,
     elapsed,
     exec_python,
     exec_sh,
@@ -152,21 +153,7 @@ def test_jbod_claims_log_dirs_and_partition_placement(
     log_dirs = next(line for line in props.splitlines() if line.startswith("log.dirs="))
     assert log_dirs == "log.dirs=" + ",".join(f"/var/lib/kopfka/data-{i}" for i in range(4))
     bootstrap = examples["demo"]["status"]["bootstrapServers"]
-    kopfka_cli(
-        operator,
-        ns,
-        client,
-        "topics",
-        "--bootstrap-server",
-        bootstrap,
-        "--create",
-        "--topic",
-        "jbod",
-        "--partitions",
-        "12",
-        "--replication-factor",
-        "3",
-    )
+    create_topic(operator, ns, client, bootstrap, "jbod", 12, 3)
     time.sleep(2)
     listing = operator.kubectl(
         "-n",

@@ -16,7 +16,6 @@ import hashlib
 import os
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +24,8 @@ from . import REPO, Paths
 PAUSE = "localhost/pause:testbed"
 IMAGE_INPUTS = ("Dockerfile", "pyproject.toml", "README.md", "broker", "operator")
 CLIENT_DOCKERFILE = Path(__file__).resolve().parent / "client.Dockerfile"
+CLIENT_EXTRA = "tests/replication/kafkatest_run.py"  # copied into the client image
+KAFKATEST_RUNNER = "/opt/kafkatest/kafkatest_run.py"
 
 
 def _log(msg: str) -> None:
@@ -45,6 +46,7 @@ def source_key() -> str:
         if path.is_file() and "__pycache__" not in name:
             digest.update(name.encode() + b"\0" + path.read_bytes())
     digest.update(CLIENT_DOCKERFILE.read_bytes())
+    digest.update((REPO / CLIENT_EXTRA).read_bytes())
     return digest.hexdigest()[:12]
 
 
@@ -129,27 +131,26 @@ def build_client(p: Paths, ref: str, base: str) -> Path:
     if subprocess.run(["buildah", "inspect", "--type", "image", base], capture_output=True).returncode:
         build_kopfka(p, base)
     _log(f"building {ref}")
-    with tempfile.TemporaryDirectory() as ctx:
-        subprocess.run(
-            [
-                "buildah",
-                "bud",
-                "--isolation",
-                "chroot",
-                "--network",
-                "host",
-                "--layers=false",
-                *_ca_args(),
-                "--build-arg",
-                f"BASE={base}",
-                "-t",
-                ref,
-                "-f",
-                str(CLIENT_DOCKERFILE),
-                ctx,
-            ],
-            check=True,
-        )
+    subprocess.run(
+        [
+            "buildah",
+            "bud",
+            "--isolation",
+            "chroot",
+            "--network",
+            "host",
+            "--layers=false",
+            *_ca_args(),
+            "--build-arg",
+            f"BASE={base}",
+            "-t",
+            ref,
+            "-f",
+            str(CLIENT_DOCKERFILE),
+            str(REPO),
+        ],
+        check=True,
+    )
     return _export(p, ref)
 
 

@@ -249,7 +249,7 @@ def _pod_template() -> Schema:
 def _conditions() -> Schema:
     condition = _obj(
         {
-            "type": _str("Ready, Reconciling or Warning."),
+            "type": _str("Ready, Reconciling, Warning or RollBlocked."),
             "status": _str("Condition status.", enum=["True", "False", "Unknown"]),
             "reason": _str("One CamelCase word a program can match."),
             "message": _str("What happened, for humans."),
@@ -350,6 +350,24 @@ def _kafkacluster_spec() -> Schema:
                 "Prometheus metrics.",
             ),
             "podTemplate": _pod_template(),
+            "metadataVersion": _str(
+                'The metadata.version to run: a release ("4.3", "4.3-IV0") or a feature level. '
+                "After a rolling upgrade the operator raises metadata.version to it (UpdateFeatures) "
+                "once every node runs the new image; unset: the highest level all nodes support. A "
+                "value below the finalized level is refused (Kafka cannot downgrade it safely)."
+            ),
+            "rollingUpdate": _obj(
+                {
+                    "blockedTimeoutSeconds": _int(
+                        "How long a safety gate may stay closed (e.g. a partition would fall below "
+                        "min.insync.replicas) before the RollBlocked condition reports it. The roll "
+                        "keeps waiting either way: it never restarts a node unsafely.",
+                        0,
+                        default=120,
+                    )
+                },
+                "How pods are restarted when their spec changes (one at a time, behind safety gates).",
+            ),
         },
         "Desired state of a kopfka cluster.",
         required=["brokers"],
@@ -383,11 +401,88 @@ def _kafkacluster_status() -> Schema:
                 "controller whose metadata disk is empty formats under a new directory id and "
                 "rejoins as a new voter, instead of posing as the voter it was (KIP-853).",
             },
+            "roll": _roll_status(),
+            "config": _obj(
+                {
+                    "appliedLive": _string_map(
+                        "Dynamic spec.config keys applied to the running brokers (cluster-wide "
+                        "IncrementalAlterConfigs), no restart needed."
+                    ),
+                    "lastAppliedLive": {
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "description": "Keys changed live by the last such update.",
+                    },
+                    "appliedAt": _str("When."),
+                    "liveError": _str("Why the last live update failed (retried).", nullable=True),
+                },
+                "Configuration the operator applied without restarting pods.",
+            ),
+            "metadataVersion": _obj(
+                {
+                    "finalized": _int("The finalized metadata.version level.", 0),
+                    "supported": _int("The highest level the brokers support.", 0),
+                    "refused": _str("Why the requested level is not applied.", nullable=True),
+                    "error": _str("The last UpdateFeatures failure.", nullable=True),
+                },
+                "metadata.version, as the cluster reports it.",
+            ),
             "conditions": _conditions(),
             "controllers": _role_status("controller"),
             "brokers": _role_status("broker", with_selector=True),
         },
         "Observed state, written by the operator.",
+    )
+
+
+def _roll_status() -> Schema:
+    nullable_str = lambda desc: _str(desc, nullable=True)  # noqa: E731 - a schema shorthand
+    names = {"type": "array", "items": {"type": "string"}}
+    return _obj(
+        {
+            "phase": _str("Idle, Rolling, Blocked or Done.", enum=["Idle", "Rolling", "Blocked", "Done"]),
+            "pod": nullable_str("The pod restarted last and not yet whole again."),
+            "podUid": nullable_str("Its uid when it was deleted (a new uid: recreated)."),
+            "reason": nullable_str("Why it was restarted."),
+            "restartedAt": nullable_str("When it was deleted."),
+            "waitingFor": nullable_str("What the roll waits for now."),
+            "since": nullable_str("Since when."),
+            "startedAt": nullable_str("When the roll started."),
+            "finishedAt": nullable_str("When it finished."),
+            "done": {**names, "description": "Pods restarted by this roll, in order."},
+            "remaining": {**names, "description": "Pods still to restart, in the order planned."},
+            "manualSince": {
+                "type": "number",
+                "nullable": True,
+                "description": "A manual roll of every pod was requested at this time (epoch seconds).",
+            },
+            "preferredElections": _int("Partitions given back to their preferred leader at the end.", 0),
+            "blocked": {
+                "type": "object",
+                "nullable": True,
+                "description": "A safety gate that is closed.",
+                "properties": {
+                    "waitingFor": _str("The gate's condition."),
+                    "since": {"type": "number", "description": "Closed since (epoch seconds)."},
+                    "partitions": {**names, "description": "The partitions it names."},
+                    "reported": {"type": "boolean", "description": "RollBlocked was reported."},
+                },
+            },
+            "lastShutdown": {
+                "type": "object",
+                "nullable": True,
+                "description": "The last broker stopped by the roll, as the operator saw it stop.",
+                "properties": {
+                    "pod": _str("The pod."),
+                    "nodeId": _int("Its node id.", 0),
+                    "ledPartitionsAtStop": _int(
+                        "Partitions it still led when it left the cluster (controlled shutdown moves them: 0).", 0
+                    ),
+                    "at": _str("When."),
+                },
+            },
+        },
+        "The rolling restart: progress, what it waits for, and since when.",
     )
 
 
@@ -484,6 +579,8 @@ def kafkacluster_crd() -> Schema:
             _printer("Brokers", "integer", ".spec.brokers.replicas", "Desired broker pods."),
             _printer("Ready-Brokers", "integer", ".status.brokers.readyReplicas", "Ready broker pods."),
             _ready_column(),
+            _printer("Roll", "string", ".status.roll.phase", "Rolling restart: Rolling, Blocked, Done."),
+            _printer("Waiting-For", "string", ".status.roll.waitingFor", "What the roll waits for.", 1),
             _printer("Bootstrap", "string", ".status.bootstrapServers", "Client bootstrap servers.", 1),
             _printer("Cluster-Id", "string", ".status.clusterId", "Kafka cluster id.", 1),
             _age(),

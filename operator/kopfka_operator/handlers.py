@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +20,8 @@ from . import GROUP, VERSION
 from .kube import ApiError, KubeApi
 from .naming import LABEL_CLUSTER, MANAGED_BY
 from .reconcile import delete_claims, reconcile, refresh_status
+from .roll.kafka_view import AdminKafkaView, KafkaView
+from .roll.roller import DEFAULT_BLOCKED_TIMEOUT, RollContext, roll_step
 
 PLURAL = "kafkaclusters"
 CHILD_LABELS: dict[str, Any] = {
@@ -29,13 +31,20 @@ CHILD_LABELS: dict[str, Any] = {
 LoginFn = Callable[..., Awaitable[kopf.ConnectionInfo | None]]
 
 
+def default_view(body: Mapping[str, Any]) -> KafkaView | None:
+    """The cluster over its bootstrap Service (in-cluster DNS), once the status names it."""
+    bootstrap = (body.get("status") or {}).get("bootstrapServers")
+    return AdminKafkaView(bootstrap) if bootstrap else None
+
+
 @dataclass
 class OperatorConfig:
-    default_image: str | None = field(
-        default_factory=lambda: os.environ.get("KOPFKA_DEFAULT_IMAGE")
-    )
+    default_image: str | None = field(default_factory=lambda: os.environ.get("KOPFKA_DEFAULT_IMAGE"))
     # Full re-render of every cluster this often: heals children deleted or edited by hand.
     resync_seconds: float = 300.0
+    # How often the roller looks at a cluster (cheap when nothing is stale: two list calls).
+    roll_interval_seconds: float = 3.0
+    kafka_view: Callable[[Mapping[str, Any]], KafkaView | None] = default_view
 
 
 def configure_settings(settings: kopf.OperatorSettings) -> None:
@@ -129,6 +138,32 @@ def register(
     async def resync(body: kopf.Body, **_: Any) -> None:
         if not body.metadata.get("deletionTimestamp"):
             await reconcile(api(), body, cfg.default_image)
+
+    roll_contexts: dict[tuple[str, str], RollContext] = {}
+
+    @kopf.timer(GROUP, VERSION, PLURAL, registry=registry, interval=cfg.roll_interval_seconds, idle=0)
+    @_retry_on_api_errors
+    async def roll(body: kopf.Body, logger: logging.Logger, **_: Any) -> None:
+        """Rolling restarts, live config and metadata.version, one step per tick."""
+        if body.metadata.get("deletionTimestamp"):
+            return
+        key = (body.metadata.namespace or "", body.metadata.name or "")
+
+        def emit(type_: str, reason: str, message: str) -> None:
+            kopf.event(body, type=type_, reason=reason, message=message)
+            logger.info("%s: %s", reason, message)
+
+        spec = body.get("spec") or {}
+        timeout = float((spec.get("rollingUpdate") or {}).get("blockedTimeoutSeconds", DEFAULT_BLOCKED_TIMEOUT))
+        ctx = roll_contexts.get(key)
+        if ctx is None:
+            ctx = roll_contexts[key] = RollContext(api(), None, emit)
+        ctx.api, ctx.emit, ctx.blocked_timeout = api(), emit, timeout
+        ctx.view = cfg.kafka_view(body)
+        patch = await roll_step(ctx, body)
+        if patch is not None:
+            await api().patch("KafkaCluster", key[0], key[1], {"status": patch}, subresource="status")
+            await refresh_status(api(), key[0], key[1], cfg.default_image)
 
     @kopf.on.delete(GROUP, VERSION, PLURAL, registry=registry)
     @_retry_on_api_errors

@@ -26,6 +26,4 @@ def initial_controllers(cluster: str, namespace: str, voters: Pool) -> str:
     formats its metadata dir with its own entry, so all of them agree on the voter set."""
     base = node_id_base(voters.role)
     hosts = [pod_host(cluster, voters.role, i, namespace) for i in range(voters.replicas)]
-    return ",".join(
-        f"{base + i}@{host}:{CONTROLLER_PORT}:{new_kafka_uuid()}" for i, host in enumerate(hosts)
-    )
+    return ",".join(f"{base + i}@{host}:{CONTROLLER_PORT}:{new_kafka_uuid()}" for i, host in enumerate(hosts))

@@ -22,13 +22,16 @@ HTTP_PORT = 8080
 
 CONFIG_DIR = "/etc/kopfka"
 CONFIG_FILE = f"{CONFIG_DIR}/server.properties"
+# The cluster's ids and marks (cluster.id, initial.controllers, quorum.formed), mounted live.
+CLUSTER_INFO_DIR = "/etc/kopfka-cluster"
 DATA_ROOT = "/var/lib/kopfka"
 
 MANAGED_BY = "kopfka-operator"
 LABEL_CLUSTER = "kopfka.io/cluster"
 LABEL_ROLE = "kopfka.io/role"
 LABEL_VOLUME = "kopfka.io/volume"
-# Voters' ConfigMap key (a file in CONFIG_DIR) present once the quorum has formed.
+LABEL_CONFIG_REVISION = "kopfka.io/config-revision"
+# Voters' cluster-info key (a file in CLUSTER_INFO_DIR) present once the quorum has formed.
 QUORUM_FORMED_KEY = "quorum.formed"
 
 
@@ -42,7 +45,15 @@ def pool_name(cluster: str, role: Role) -> str:
 
 
 def config_map_name(cluster: str, role: Role) -> str:
+    """The role's cluster-info ConfigMap (ids and marks; one per role, updated in place)."""
     return f"{pool_name(cluster, role)}-config"
+
+
+def server_config_map_name(cluster: str, role: Role, revision: str) -> str:
+    """server.properties of one static-config revision: a pod keeps the revision its spec
+    names, so a container restarting on its own never picks up a config its pod was not
+    rolled for."""
+    return f"{pool_name(cluster, role)}-config-{revision}"
 
 
 def bootstrap_service_name(cluster: str) -> str:

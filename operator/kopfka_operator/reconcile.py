@@ -22,6 +22,7 @@ from .manifests import Cluster, Manifest, build_children, config_map
 from .manifests.config import CLUSTER_ID_KEY, INITIAL_CONTROLLERS_KEY
 from .naming import (
     LABEL_CLUSTER,
+    LABEL_CONFIG_REVISION,
     LABEL_ROLE,
     LABEL_VOLUME,
     MANAGED_BY,
@@ -262,6 +263,7 @@ async def reconcile(api: KubeApi, body: Mapping[str, Any], default_image: str | 
             log.info("%s %s/%s %s", child["kind"], meta["namespace"], child["metadata"]["name"], outcome)
         if warning:
             warnings.append(("StorageChangeNotApplied", warning))
+    await prune_config_revisions(api, meta["namespace"], meta["name"])
     return await refresh_status(
         api,
         meta["namespace"],
@@ -270,6 +272,28 @@ async def reconcile(api: KubeApi, body: Mapping[str, Any], default_image: str | 
         applied_generation=int(meta.get("generation") or 0),
         warnings=warnings,
     )
+
+
+async def prune_config_revisions(api: KubeApi, namespace: str, name: str) -> list[str]:
+    """Delete server.properties revisions that neither a StatefulSet template nor a pod mounts
+    (a pod keeps the revision it was created with until the roller restarts it)."""
+    selector = f"{LABEL_CLUSTER}={name},{LABEL_CONFIG_REVISION}"
+    revisions = await api.list("ConfigMap", namespace, selector)
+    if not revisions:
+        return []
+    in_use: set[str] = set()
+    specs = [s["spec"]["template"]["spec"] for s in await api.list("StatefulSet", namespace, f"{LABEL_CLUSTER}={name}")]
+    specs += [p.get("spec") or {} for p in await api.list("Pod", namespace, f"{LABEL_CLUSTER}={name}")]
+    for spec in specs:
+        for volume in spec.get("volumes") or []:
+            if (volume.get("configMap") or {}).get("name"):
+                in_use.add(volume["configMap"]["name"])
+    pruned = []
+    for cm in revisions:
+        if cm["metadata"]["name"] not in in_use:
+            await api.delete("ConfigMap", namespace, cm["metadata"]["name"])
+            pruned.append(cm["metadata"]["name"])
+    return pruned
 
 
 def delete_claim_volumes(spec: Mapping[str, Any]) -> dict[str, set[int]]:

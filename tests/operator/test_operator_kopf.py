@@ -143,6 +143,16 @@ async def set_ready(api: KubeApi, sts: str, ready: int) -> None:
     await api.patch("StatefulSet", NS, sts, {"status": status}, subresource="status")
 
 
+async def server_config_name(api: KubeApi, sts: str) -> str:
+    """The server.properties ConfigMap (a static-config revision) a StatefulSet's pods mount."""
+    volumes = (await get(api, "StatefulSet", sts))["spec"]["template"]["spec"]["volumes"]
+    return str(next(v for v in volumes if v["name"] == "config")["configMap"]["name"])
+
+
+async def server_properties_of(api: KubeApi, sts: str) -> str:
+    return str((await get(api, "ConfigMap", await server_config_name(api, sts)))["data"]["server.properties"])
+
+
 async def _cm_with(api: KubeApi, name: str, key: str) -> dict[str, Any] | None:
     cm = await api.get("ConfigMap", NS, name)
     return cm if cm and key in (cm.get("data") or {}) else None
@@ -200,7 +210,7 @@ async def test_cluster_lifecycle_children_status_update_delete(k8s: Any, api: Ku
     assert "--initial-controllers" not in init["command"][2]
     assert pod["terminationGracePeriodSeconds"] == 300
     assert main["readinessProbe"]["httpGet"]["path"] == "/readyz"
-    props = (await get(api, "ConfigMap", "demo-broker-config"))["data"]["server.properties"]
+    props = await server_properties_of(api, "demo-broker")
     assert "log.dirs=/var/lib/kopfka/data-0,/var/lib/kopfka/data-1,/var/lib/kopfka/data-2\n" in props
     assert "metadata.log.dir=/var/lib/kopfka/data-1\n" in props
     assert "num.partitions=6\n" in props
@@ -236,7 +246,7 @@ async def test_cluster_lifecycle_children_status_update_delete(k8s: Any, api: Ku
         {"spec": {"brokers": {"replicas": 5}, "config": {"num.partitions": 12}}},
     )
     await eventually(lambda: _sts_replicas(api, "demo-broker", 5))
-    props = (await get(api, "ConfigMap", "demo-broker-config"))["data"]["server.properties"]
+    props = await server_properties_of(api, "demo-broker")
     assert "num.partitions=12\n" in props
     cluster = await eventually(lambda: _condition_is(api, "demo", "Reconciling", "True"))
     assert cluster["status"]["brokers"]["nodeIds"] == [0, 1, 2, 3, 4]
@@ -261,7 +271,7 @@ async def test_cluster_lifecycle_children_status_update_delete(k8s: Any, api: Ku
 async def test_invalid_config_key_is_a_warning_and_changes_no_children(k8s: Any, api: KubeApi, operator: None) -> None:
     await api.create(NS, cluster_body())
     await eventually(lambda: _condition_is(api, "demo", "Reconciling", "True"))
-    cm_before = await get(api, "ConfigMap", "demo-broker-config")
+    cm_before = await get(api, "ConfigMap", await server_config_name(api, "demo-broker"))
     sts_before = await get(api, "StatefulSet", "demo-broker")
     writes_before = len(child_writes(k8s))
 
@@ -278,7 +288,7 @@ async def test_invalid_config_key_is_a_warning_and_changes_no_children(k8s: Any,
     assert condition(cluster["status"], "Reconciling")["reason"] == "OperatorOwnedConfigKey"
     await asyncio.sleep(0.3)
     assert child_writes(k8s)[writes_before:] == []
-    assert (await get(api, "ConfigMap", "demo-broker-config"))["data"] == cm_before["data"]
+    assert (await get(api, "ConfigMap", await server_config_name(api, "demo-broker")))["data"] == cm_before["data"]
     assert (await get(api, "StatefulSet", "demo-broker"))["spec"] == sts_before["spec"]
 
     # Fixing the spec applies it and clears the warning.

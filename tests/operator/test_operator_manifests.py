@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import pathlib
 from typing import Any
 
@@ -63,7 +64,8 @@ def test_every_child_is_valid_kubernetes(cluster: Cluster) -> None:
     kinds = sorted(c["kind"] for c in children)
     pools = len(cluster.spec.pools)
     assert kinds == sorted(
-        ["ServiceAccount", "Service"] + ["ConfigMap", "Service", "PodDisruptionBudget", "StatefulSet"] * pools
+        ["ServiceAccount", "Service"]
+        + ["ConfigMap", "ConfigMap", "Service", "PodDisruptionBudget", "StatefulSet"] * pools
     )
     for child in children:
         kubernetes_validate.validate(child, K8S_VERSION, strict=True)
@@ -110,7 +112,10 @@ def test_broker_statefulset_jbod_and_pod_settings() -> None:
     mounts = {m["name"]: m["mountPath"] for m in main["volumeMounts"]}
     assert mounts["data-1"] == "/var/lib/kopfka/data-1"
     assert sts["template"]["metadata"]["annotations"]["team"] == "streams"
-    assert len(sts["template"]["metadata"]["annotations"]["kopfka.io/config-hash"]) == 16
+    annotations = sts["template"]["metadata"]["annotations"]
+    config_volume = next(v for v in sts["template"]["spec"]["volumes"] if v["name"] == "config")
+    assert config_volume["configMap"]["name"] == f"demo-broker-config-{annotations['kopfka.io/config-hash']}"
+    assert len(annotations["kopfka.io/pod-hash"]) == 16
 
 
 def test_server_properties_per_role() -> None:
@@ -274,3 +279,29 @@ def test_combined_mode_caps_nodes_at_voter_limit() -> None:
             controllers=None,
             brokers={"replicas": 10, "storage": {"volumes": [{"id": 0, "size": "1Gi"}]}},
         )
+
+
+def _template_hashes(cluster: Cluster) -> tuple[str, str]:
+    sts = _by(build_children(cluster), "StatefulSet", "demo-broker")["spec"]["template"]
+    return sts["metadata"]["annotations"]["kopfka.io/pod-hash"], sts["metadata"]["annotations"]["kopfka.io/config-hash"]
+
+
+def test_dynamic_keys_change_no_pod_static_keys_and_images_do() -> None:
+    base = make_cluster(config={"num.partitions": 3})
+
+    def variant(**spec: Any) -> Cluster:  # same cluster (ids), another spec
+        return dataclasses.replace(base, spec=make_cluster(**spec).spec)
+
+    pod_hash, revision = _template_hashes(base)
+    # A dynamic key (applied live with IncrementalAlterConfigs): same pods, same revision.
+    dynamic = variant(config={"num.partitions": 3, "log.retention.ms": 1000, "log.cleaner.threads": 2})
+    assert _template_hashes(dynamic) == (pod_hash, revision)
+    text = server_properties(dynamic, dynamic.spec.brokers)
+    assert "log.retention.ms=1000\n" in text  # rendered anyway: a node starting now runs it
+    # A static key: a new revision, so a new pod spec.
+    new_hash, new_revision = _template_hashes(
+        variant(config={"num.partitions": 3, "auto.create.topics.enable": "false"})
+    )
+    assert new_revision != revision and new_hash != pod_hash
+    # The image is pod spec too.
+    assert _template_hashes(variant(image="kopfka:other", config={"num.partitions": 3}))[0] != pod_hash

@@ -187,3 +187,84 @@ class Admin:
                 _check(p.error_code)
                 out[p.partition_index] = (p.offset, p.timestamp)
         return out
+
+    async def describe_configs_many(
+        self, resources: list[tuple[int, str]], keys: list[str] | None = None
+    ) -> dict[tuple[int, str], dict[str, str | None]]:
+        """Several resources in one DescribeConfigs; per resource, key -> value (errors raise)."""
+        if not resources:
+            return {}
+        resp = await self.conn.request(
+            32,
+            4,
+            {
+                "resources": [
+                    {"resource_type": rtype, "resource_name": name, "configuration_keys": keys}
+                    for rtype, name in resources
+                ],
+                "include_synonyms": False,
+                "include_documentation": False,
+            },
+        )
+        out: dict[tuple[int, str], dict[str, str | None]] = {}
+        for r in resp.results:
+            _check(r.error_code, r.error_message)
+            out[(int(r.resource_type), r.resource_name)] = {c.name: c.value for c in r.configs}
+        return out
+
+    async def describe_quorum(self) -> Any:
+        """DescribeQuorum of __cluster_metadata (a broker forwards it to the active controller)."""
+        resp = await self.conn.request(
+            55,
+            2,
+            {"topics": [{"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]},
+        )
+        _check(resp.error_code, getattr(resp, "error_message", None))
+        p = resp.topics[0].partitions[0]
+        _check(p.error_code, getattr(p, "error_message", None))
+        return p
+
+    async def elect_leaders(
+        self, partitions: dict[str, list[int]] | None, election_type: int = 0
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """ElectLeaders (0: preferred, 1: unclean); per partition its error code
+        (ELECTION_NOT_NEEDED when the preferred replica already leads)."""
+        resp = await self.conn.request(
+            43,
+            2,
+            {
+                "election_type": election_type,
+                "topic_partitions": None
+                if partitions is None
+                else [{"topic": t, "partitions": ps} for t, ps in sorted(partitions.items())],
+                "timeout": 30000,
+            },
+        )
+        _check(resp.error_code)
+        return {
+            (r.topic, p.partition_id): ErrorCode(int(p.error_code))
+            for r in resp.replica_election_results
+            for p in r.partition_result
+        }
+
+    async def update_feature(self, name: str, level: int, upgrade_type: int = 1) -> None:
+        """UpdateFeatures for one feature (upgrade_type 1: upgrade)."""
+        resp = await self.conn.request(
+            57,
+            1,
+            {
+                "timeout": 30000,
+                "feature_updates": [{"feature": name, "max_version_level": level, "upgrade_type": upgrade_type}],
+                "validate_only": False,
+            },
+        )
+        _check(resp.error_code, resp.error_message)
+        for r in resp.results:
+            _check(r.error_code, r.error_message)
+
+    async def features(self) -> tuple[dict[str, tuple[int, int]], dict[str, int]]:
+        """ApiVersions: (supported feature -> (min, max) of the broker asked, finalized levels)."""
+        resp = await self.conn.request(18, 3, {"client_software_name": "kopfka", "client_software_version": "0"})
+        supported = {f.name: (int(f.min_version), int(f.max_version)) for f in resp.supported_features}
+        finalized = {f.name: int(f.max_version_level) for f in resp.finalized_features}
+        return supported, finalized

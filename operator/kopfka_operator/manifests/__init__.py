@@ -7,7 +7,7 @@ one of them with kubernetes-validate.
 from __future__ import annotations
 
 from .common import Cluster, Manifest, owner_reference
-from .config import config_map, server_properties
+from .config import config_map, server_config_map, server_properties
 from .policy import disruption_budget, service_account
 from .services import bootstrap_servers, bootstrap_service, headless_service
 from .statefulset import stateful_set
@@ -18,6 +18,7 @@ def build_children(cluster: Cluster) -> list[Manifest]:
     children: list[Manifest] = [service_account(cluster)]
     for pool in cluster.spec.pools:
         children.append(config_map(cluster, pool))
+        children.append(server_config_map(cluster, pool))
         children.append(headless_service(cluster, pool))
     children.append(bootstrap_service(cluster))
     for pool in cluster.spec.pools:
@@ -33,6 +34,7 @@ __all__ = [
     "build_children",
     "config_map",
     "owner_reference",
+    "server_config_map",
     "server_properties",
     "stateful_set",
 ]

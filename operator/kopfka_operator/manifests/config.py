@@ -1,22 +1,27 @@
 """server.properties per role, and the per-pod values the container computes at start.
 
-One ConfigMap serves every pod of a StatefulSet: the keys that differ per pod (`node.id`,
-`advertised.listeners`) are passed as `--override` by the container's shell wrapper, which
-derives them from the pod name (downward API), as docs/runtime-contract.md allows.
+One ConfigMap per static-config revision serves every pod of a StatefulSet: the keys that differ
+per pod (`node.id`, `advertised.listeners`) are passed as `--override` by the container's shell
+wrapper, which derives them from the pod name (downward API), as docs/runtime-contract.md
+allows. The revision is a hash of the static part only: dynamic keys (dynamic_config.py) are
+rendered too but never change the revision, because the operator applies them live.
 """
 
 from __future__ import annotations
 
 import hashlib
 
+from ..dynamic_config import is_dynamic
 from ..naming import (
     CONTROLLER_PORT,
     HTTP_PORT,
+    LABEL_CONFIG_REVISION,
     QUORUM_FORMED_KEY,
     REPLICATION_PORT,
     config_map_name,
     data_dir,
     pod_host,
+    server_config_map_name,
 )
 from ..spec import Pool
 from .common import Cluster, Manifest, metadata
@@ -50,7 +55,7 @@ def advertised_listeners_template(cluster: Cluster, pool: Pool) -> str:
     return ",".join(f"{name}://${{host}}:{port}" for name, port in listener_ports(cluster, pool).items())
 
 
-def server_properties(cluster: Cluster, pool: Pool) -> str:
+def server_properties(cluster: Cluster, pool: Pool, *, static_only: bool = False) -> str:
     ports = listener_ports(cluster, pool)
     protocols = {lst.name: lst.protocol for lst in cluster.spec.listeners}
     owned: dict[str, str] = {
@@ -77,9 +82,10 @@ def server_properties(cluster: Cluster, pool: Pool) -> str:
         "# node.id and advertised.listeners are per pod: passed with --override at start.",
     ]
     lines += [f"{key}={value}" for key, value in owned.items()]
-    if cluster.spec.config:
+    keys = sorted(k for k in cluster.spec.config if not (static_only and is_dynamic(k)))
+    if keys:
         lines.append("# spec.config")
-        lines += [f"{key}={cluster.spec.config[key]}" for key in sorted(cluster.spec.config)]
+        lines += [f"{key}={cluster.spec.config[key]}" for key in keys]
     return "\n".join(lines) + "\n"
 
 
@@ -88,12 +94,27 @@ def config_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def config_map(cluster: Cluster, pool: Pool) -> Manifest:
-    """Also records the generated ids, so they survive a KafkaCluster status that was lost."""
-    data = {
-        "server.properties": server_properties(cluster, pool),
-        CLUSTER_ID_KEY: cluster.cluster_id,
+def config_revision(cluster: Cluster, pool: Pool) -> str:
+    """The static-config revision: what a change of needs a restart of the pods."""
+    return config_hash(server_properties(cluster, pool, static_only=True))[:10]
+
+
+def server_config_map(cluster: Cluster, pool: Pool) -> Manifest:
+    revision = config_revision(cluster, pool)
+    meta = metadata(cluster, server_config_map_name(cluster.name, pool.role, revision), pool)
+    meta["labels"][LABEL_CONFIG_REVISION] = revision
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": meta,
+        "data": {"server.properties": server_properties(cluster, pool)},
     }
+
+
+def config_map(cluster: Cluster, pool: Pool) -> Manifest:
+    """The cluster's ids (kept here too, so they survive a lost KafkaCluster status) and the
+    quorum-formed mark the format script reads; mounted live, read at format time only."""
+    data = {CLUSTER_ID_KEY: cluster.cluster_id}
     if pool.is_voter:
         data[INITIAL_CONTROLLERS_KEY] = cluster.initial_controllers
         if cluster.quorum_formed:

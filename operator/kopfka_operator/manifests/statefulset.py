@@ -14,10 +14,12 @@ Design points the broker contract dictates:
 from __future__ import annotations
 
 import copy
+import json
 import shlex
 from typing import Any
 
 from ..naming import (
+    CLUSTER_INFO_DIR,
     CONFIG_DIR,
     CONFIG_FILE,
     HTTP_PORT,
@@ -29,12 +31,14 @@ from ..naming import (
     pool_name,
     role_labels,
     selector_labels,
+    server_config_map_name,
     service_account_name,
     volume_name,
 )
+from ..roll.plan import POD_HASH_ANNOTATION
 from ..spec import Pool
 from .common import Cluster, Manifest, metadata
-from .config import advertised_listeners_template, config_hash, listener_ports, server_properties
+from .config import advertised_listeners_template, config_hash, config_revision, listener_ports
 
 CONTAINER = "kopfka"
 INIT_CONTAINER = "format-storage"
@@ -65,7 +69,7 @@ def format_script(cluster: Cluster, pool: Pool) -> str:
     script = _preamble(cluster, pool)
     if pool.is_voter:
         initial = len(cluster.initial_controllers.split(",")) if cluster.initial_controllers else 0
-        formed = f"{CONFIG_DIR}/{QUORUM_FORMED_KEY}"
+        formed = f"{CLUSTER_INFO_DIR}/{QUORUM_FORMED_KEY}"
         script += (
             f'if [ "$ordinal" -lt {initial} ] && [ ! -e "${{KOPFKA_QUORUM_FORMED_FILE:-{formed}}}" ]; then\n'
             f"  set -- --initial-controllers {shlex.quote(cluster.initial_controllers)}\n"
@@ -92,6 +96,7 @@ def serve_script(cluster: Cluster, pool: Pool) -> str:
 def _mounts(pool: Pool) -> list[dict[str, Any]]:
     mounts: list[dict[str, Any]] = [
         {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
+        {"name": "cluster-info", "mountPath": CLUSTER_INFO_DIR, "readOnly": True},
         {"name": "tmp", "mountPath": "/tmp"},
     ]
     mounts += [{"name": volume_name(v.id), "mountPath": data_dir(v.id)} for v in pool.volumes]
@@ -184,7 +189,7 @@ def pod_template(cluster: Cluster, pool: Pool) -> Manifest:
     spec = cluster.spec
     tmpl = spec.pod_template
     annotations = dict(tmpl.annotations)
-    annotations["kopfka.io/config-hash"] = config_hash(server_properties(cluster, pool))
+    annotations["kopfka.io/config-hash"] = config_revision(cluster, pool)
     if spec.metrics_enabled:
         annotations.update(
             {
@@ -208,7 +213,11 @@ def pod_template(cluster: Cluster, pool: Pool) -> Manifest:
         "initContainers": init,
         "containers": main,
         "volumes": [
-            {"name": "config", "configMap": {"name": config_map_name(cluster.name, pool.role)}},
+            {
+                "name": "config",
+                "configMap": {"name": server_config_map_name(cluster.name, pool.role, config_revision(cluster, pool))},
+            },
+            {"name": "cluster-info", "configMap": {"name": config_map_name(cluster.name, pool.role)}},
             {"name": "tmp", "emptyDir": {}},
         ],
     }
@@ -243,8 +252,19 @@ def pod_template(cluster: Cluster, pool: Pool) -> Manifest:
     }
 
 
+def pod_hash(template: Manifest) -> str:
+    """The desired state of a pod: a hash of its whole template (image, env, resources, volumes,
+    the static-config revision, ...) except this very annotation. Stamped on the template, so
+    every pod carries the hash of the template it was created from."""
+    body = copy.deepcopy(template)
+    (body.get("metadata") or {}).get("annotations", {}).pop(POD_HASH_ANNOTATION, None)
+    return config_hash(json.dumps(body, sort_keys=True))
+
+
 def stateful_set(cluster: Cluster, pool: Pool) -> Manifest:
     name = pool_name(cluster.name, pool.role)
+    template = pod_template(cluster, pool)
+    template["metadata"]["annotations"][POD_HASH_ANNOTATION] = pod_hash(template)
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
@@ -253,6 +273,7 @@ def stateful_set(cluster: Cluster, pool: Pool) -> Manifest:
             "replicas": pool.replicas,
             "serviceName": name,
             "podManagementPolicy": "Parallel",
+            # The operator's roller, not the StatefulSet controller, decides restarts.
             "updateStrategy": {"type": "OnDelete"},
             # Claims outlive pods and the set; deleteClaim volumes are removed by the operator.
             "persistentVolumeClaimRetentionPolicy": {
@@ -260,7 +281,7 @@ def stateful_set(cluster: Cluster, pool: Pool) -> Manifest:
                 "whenScaled": "Retain",
             },
             "selector": {"matchLabels": selector_labels(cluster.name, pool.role)},
-            "template": pod_template(cluster, pool),
+            "template": template,
             "volumeClaimTemplates": [_claim(cluster, pool, v.id, v.size, v.storage_class) for v in pool.volumes],
         },
     }
