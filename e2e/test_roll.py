@@ -295,3 +295,54 @@ def test_roll_blocked_by_rf_equal_min_insync_resumes_when_rf_is_raised(
     )
     wait_for("roll finished after the RF was raised", lambda: _roll_finished_after(operator, ns, started_iso), 900, 2)
     assert condition(operator.get("kafkacluster", "roll", ns), "RollBlocked").get("status") == "False"
+
+
+def test_operator_killed_mid_roll_resumes_without_restarting_a_pod_twice(
+    operator: Kube, ns: str, cluster: dict[str, Any], tmp_path: Path
+) -> None:
+    def trigger() -> None:
+        operator.kubectl("-n", ns, "annotate", "kafkacluster", "roll", "kopfka.io/manual-rolling-update=true")
+
+        def two_done() -> bool:
+            roll = ((operator.get("kafkacluster", "roll", ns) or {}).get("status") or {}).get("roll") or {}
+            return len(roll.get("done") or []) >= 2
+
+        wait_for("two pods restarted", two_done, 300, 1)
+        selector = "app.kubernetes.io/name=kopfka-operator"
+        victims = [p["metadata"]["name"] for p in operator.items("pods", "kopfka-system", selector)]
+        operator.kubectl("-n", "kopfka-system", "delete", "pod", "--force", "--grace-period=0", *victims)
+
+    _rolled(operator, ns, cluster, tmp_path, "operator-killed", trigger)
+
+
+def test_metadata_version_formatted_raised_and_never_lowered(operator: Kube, ns: str) -> None:
+    small = {
+        "apiVersion": "kopfka.io/v1alpha1",
+        "kind": "KafkaCluster",
+        "metadata": {"name": "upgrade"},
+        "spec": {
+            "mode": "combined",
+            "metadataVersion": "4.1",
+            "brokers": {"replicas": 1, "storage": {"volumes": [{"id": 0, "size": "1Gi"}]}},
+        },
+    }
+    operator.apply(json.dumps(small), ns)
+    cluster_ready(operator, "upgrade", ns)
+
+    def version(field: str, value: object) -> dict[str, Any] | None:
+        obj = operator.get("kafkacluster", "upgrade", ns) or {}
+        info = (obj.get("status") or {}).get("metadataVersion") or {}
+        return info if info.get(field) == value else None
+
+    wait_for("formatted at 4.1 (level 27)", lambda: version("finalized", 27), 120)
+    patch_cluster(operator, ns, "upgrade", {"metadataVersion": "4.3"})
+    wait_for("raised to 4.3 (level 30) with UpdateFeatures", lambda: version("finalized", 30), 120)
+    assert operator.kubectl("-n", ns, "get", "events", "--field-selector", "reason=MetadataVersionUpgraded")
+    patch_cluster(operator, ns, "upgrade", {"metadataVersion": "4.0"})
+
+    def refused() -> dict[str, Any] | None:
+        info = version("finalized", 30)
+        return info if info and "downgrade" in (info.get("refused") or "") else None
+
+    info = wait_for("a downgrade refused, the level kept", refused, 120)
+    assert "downgrade is refused" in info["refused"], info

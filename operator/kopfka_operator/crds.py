@@ -351,7 +351,8 @@ def _kafkacluster_spec() -> Schema:
             ),
             "podTemplate": _pod_template(),
             "metadataVersion": _str(
-                'The metadata.version to run: a release ("4.3", "4.3-IV0") or a feature level. '
+                'The metadata.version to run, as a Kafka release ("4.1", "4.3"): a new cluster is '
+                "formatted at it. "
                 "After a rolling upgrade the operator raises metadata.version to it (UpdateFeatures) "
                 "once every node runs the new image; unset: the highest level all nodes support. A "
                 "value below the finalized level is refused (Kafka cannot downgrade it safely)."

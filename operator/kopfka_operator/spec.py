@@ -122,6 +122,7 @@ class ClusterSpec:
     metrics_enabled: bool = True
     rack_topology_key: str | None = None
     pod_template: PodTemplate = field(default_factory=PodTemplate)
+    metadata_version: str | None = None  # a release ("4.3"), as kafka-storage --release-version
 
     @property
     def mode(self) -> str:
@@ -295,4 +296,20 @@ def parse_spec(spec: Mapping[str, Any], default_image: str | None = None) -> Clu
         metrics_enabled=bool(_get(_get(spec, "metrics", Mapping, "spec") or {}, "enabled", bool, "spec.metrics", True)),
         rack_topology_key=_get(rack, "topologyKey", str, "spec.brokers.rack") if rack else None,
         pod_template=_pod_template(_get(spec, "podTemplate", Mapping, "spec") or {}),
+        metadata_version=_metadata_version(spec.get("metadataVersion")),
     )
+
+
+def _metadata_version(raw: Any) -> str | None:
+    """A release kopfka knows or a feature level; checked here so a typo is a status message,
+    not a format-storage init container failing on every node."""
+    if raw is None or raw == "":
+        return None
+    text = str(raw)
+    from kopfka.metadata.features import metadata_level_for
+
+    try:
+        metadata_level_for(text)
+    except (KeyError, ValueError) as exc:
+        raise SpecError("InvalidSpec", f"spec.metadataVersion {text!r} is not a known release: {exc}") from None
+    return text

@@ -30,6 +30,7 @@ CONTROLLER_LISTENER = "CONTROLLER"
 REPLICATION_LISTENER = "REPLICATION"
 CLUSTER_ID_KEY = "cluster.id"
 INITIAL_CONTROLLERS_KEY = "initial.controllers"
+RELEASE_VERSION_KEY = "release.version"
 
 
 def quorum_bootstrap_servers(cluster: Cluster) -> str:
@@ -119,6 +120,10 @@ def config_map(cluster: Cluster, pool: Pool) -> Manifest:
         data[INITIAL_CONTROLLERS_KEY] = cluster.initial_controllers
         if cluster.quorum_formed:
             data[QUORUM_FORMED_KEY] = "true"
+        if cluster.spec.metadata_version:
+            # only a fresh quorum's first format reads it (bootstrap.checkpoint); later changes
+            # of spec.metadataVersion are applied by the roller with UpdateFeatures
+            data[RELEASE_VERSION_KEY] = cluster.spec.metadata_version
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",

@@ -38,7 +38,13 @@ from ..naming import (
 from ..roll.plan import POD_HASH_ANNOTATION
 from ..spec import Pool
 from .common import Cluster, Manifest, metadata
-from .config import advertised_listeners_template, config_hash, config_revision, listener_ports
+from .config import (
+    RELEASE_VERSION_KEY,
+    advertised_listeners_template,
+    config_hash,
+    config_revision,
+    listener_ports,
+)
 
 CONTAINER = "kopfka"
 INIT_CONTAINER = "format-storage"
@@ -76,6 +82,8 @@ def format_script(cluster: Cluster, pool: Pool) -> str:
             "else\n"
             "  set -- --no-initial-controllers\n"
             "fi\n"
+            f'release="${{KOPFKA_RELEASE_VERSION_FILE:-{CLUSTER_INFO_DIR}/{RELEASE_VERSION_KEY}}}"\n'
+            'if [ -s "$release" ]; then set -- "$@" --release-version "$(cat "$release")"; fi\n'
         )
     else:
         script += "set --\n"
