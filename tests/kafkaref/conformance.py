@@ -112,7 +112,6 @@ RETRIABLE = {ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_a
 TOKENS = "delegation tokens (KIP-48) are not implemented"
 SECURITY = "SSL/SASL settings are reconfigurable per listener in Kafka, not in kopfka (branch security)"
 NOT_PLANNED = "not implemented: streams groups (KIP-1071)"
-ELR = "Kafka's format writes a cluster-level min.insync.replicas with ELR enabled: branch kraft"
 METADATA_LOG = "the metadata logs hold different records (kopfka's own record set)"
 SHARE_INIT = (
     "Kafka answers a share group's first heartbeat (epoch 2) before initializing its share-partitions, so "
@@ -131,11 +130,7 @@ KNOWN: dict[str, str] = {
         "AlterPartitionReassignments v1 (KIP-1075 replication factor changes) is not served",
     "api_versions v* api_keys[[]api_key=7[12]]: kafka='<absent>' *":
         "kopfka always serves client telemetry (KIP-714); Kafka only with a telemetry reporter configured",
-    "api_versions v* *_features[[]name=eligible.leader.replicas.version]*": "ELR (KIP-966): branch kraft",
     "api_versions v* *_features[[]name=streams.version]*": NOT_PLANNED,
-    "*configs[[]name=min.insync.replicas].config_source: kafka=3 kopfka=5": ELR,
-    "*configs[[]name=min.insync.replicas].synonyms: kafka=[[]{'name': 'min.insync.replicas', 'value': '1', 'source': 3}*":  # noqa: E501
-        ELR,
     "metadata auto create v* topics[[]name=c-auto-v*]*":
         "Kafka creates auto-created topics asynchronously (its first answer is UNKNOWN_TOPIC_OR_PARTITION); "
         "kopfka creates them before answering",

@@ -58,20 +58,23 @@ async def test_registration_checks_and_records_supported_features(controllers: C
         await c.register_broker(1, "inc-1", (), None, dirs, CLUSTER, (("metadata.version", 7, 27),))
     assert exc.value.code == ErrorCode.unsupported_version
     assert "does not support finalized version 30 of metadata.version" in str(exc.value)
-    # a 4.3 cluster finalizes group.version 1, transaction.version 2 and share.version 1 too: brokers
-    # must support them
+    # a 4.3 cluster finalizes eligible.leader.replicas.version 1, group.version 1, transaction.version 2
+    # and share.version 1 too: brokers must support them
     supported = (
         ("metadata.version", 7, 30),
+        ("eligible.leader.replicas.version", 0, 1),
         ("group.version", 0, 1),
         ("share.version", 0, 1),
         ("transaction.version", 0, 2),
     )
-    with pytest.raises(KafkaError, match=r"finalized version 1 of group\.version"):
+    with pytest.raises(KafkaError, match=r"finalized version 1 of eligible\.leader\.replicas\.version"):
         await c.register_broker(2, "inc-2", (), None, dirs, CLUSTER, supported[:1])
-    with pytest.raises(KafkaError, match=r"finalized version 1 of share\.version"):
+    with pytest.raises(KafkaError, match=r"finalized version 1 of group\.version"):
         await c.register_broker(2, "inc-2", (), None, dirs, CLUSTER, supported[:2])
-    with pytest.raises(KafkaError, match=r"finalized version 2 of transaction\.version"):
+    with pytest.raises(KafkaError, match=r"finalized version 1 of share\.version"):
         await c.register_broker(2, "inc-2", (), None, dirs, CLUSTER, supported[:3])
+    with pytest.raises(KafkaError, match=r"finalized version 2 of transaction\.version"):
+        await c.register_broker(2, "inc-2", (), None, dirs, CLUSTER, supported[:4])
     await c.register_broker(2, "inc-2", (), None, dirs, CLUSTER, supported)
     assert c.image.brokers[2].supported_features == supported
     assert c.image.brokers[2].log_dirs == dirs
@@ -148,7 +151,12 @@ async def test_update_features_checks_every_broker(controllers: Callable) -> Non
         None,
         (),
         CLUSTER,
-        (("metadata.version", 7, 27), ("group.version", 0, 1), ("transaction.version", 0, 2)),
+        (
+            ("metadata.version", 7, 27),
+            ("eligible.leader.replicas.version", 0, 1),
+            ("group.version", 0, 1),
+            ("transaction.version", 0, 2),
+        ),
     )
     code, msg = await c.update_features([("metadata.version", 30, UPGRADE)])
     assert code == ErrorCode.invalid_update_version and "Broker 3 only supports versions 7-27" in str(msg)

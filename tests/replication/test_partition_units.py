@@ -101,18 +101,28 @@ def test_produce_purgatory_outcomes(tmp_path: Path) -> None:
         p.add_produce_waiter(1, fut)
         p.update_follower_fetch(2, 1, -1)
         assert fut.done() and fut.result() == ErrorCode.none
-        # the ISR shrank below min.insync.replicas before the write committed
+        # the ISR shrank below min.insync.replicas before the write committed: the high watermark
+        # holds (KIP-966's strict min ISR) even though the follower has the record, so the write
+        # waits (and times out) instead of committing with too few replicas
         p.log.append_as_leader(batch([b"b"]), leader_epoch=5)
         fut2: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
         p.add_produce_waiter(2, fut2)
         p.isr = (1,)
+        p.update_follower_fetch(2, 2, -1)
+        assert p.log.high_watermark == 1 and not fut2.done()
+        p.isr = (1, 2)  # back at min ISR: the high watermark moves and the write commits
         p.maybe_advance_high_watermark()
-        assert fut2.result() == ErrorCode.not_enough_replicas_after_append
+        assert p.log.high_watermark == 2 and fut2.result() == ErrorCode.none
+        # committed, then the ISR shrank before the produce was answered
+        p.log.append_as_leader(batch([b"b2"]), leader_epoch=5)
+        p.update_follower_fetch(2, 3, -1)
+        p.isr = (1,)
+        assert p.produce_status(3) == ErrorCode.not_enough_replicas_after_append
         # losing leadership fails the waiters with a retriable error
         p.log.append_as_leader(batch([b"c"]), leader_epoch=5)
         p.isr = (1, 2)
         fut3: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
-        p.add_produce_waiter(3, fut3)
+        p.add_produce_waiter(4, fut3)
         p.leader_id = 2
         p.make_follower()
         assert fut3.result() == ErrorCode.not_leader_or_follower

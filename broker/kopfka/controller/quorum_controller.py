@@ -36,6 +36,7 @@ from kopfka.metadata.features import (
     cordoned_log_dirs_supported,
     directory_assignment_supported,
     downgrade_loses_metadata,
+    elr_enabled,
     metadata_transactions_supported,
     missing_dependency,
     reason_not_supported,
@@ -58,6 +59,8 @@ from kopfka.telemetry.subscriptions import CLIENT_METRICS_RESOURCE
 from kopfka.telemetry.subscriptions import validate_config as validate_client_metrics_config
 
 log = logging.getLogger(__name__)
+
+MIN_INSYNC_REPLICAS = "min.insync.replicas"
 
 PRODUCER_ID_BLOCK_SIZE = 1000
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
@@ -225,33 +228,58 @@ class QuorumController:
                 await self._write(records)
             return expired
 
-    def _move_leadership_off(self, *broker_ids: int, keep_sole: bool = False) -> list[mr.MetadataRecord]:
+    def _move_leadership_off(
+        self, *broker_ids: int, keep_sole: bool = False, unclean_shutdown: bool = False
+    ) -> list[mr.MetadataRecord]:
         """The brokers are going away (fenced, unregistered, in controlled shutdown, re-registered
         after a crash): shrink them out of every ISR and elect another usable ISR member where one
-        leads. As the last ISR member a broker stays in the ISR (the partition goes offline instead,
-        unless `keep_sole`: then it even stays leader)."""
+        leads; each partition changes once. Without ELR the last ISR member stays in the ISR (the
+        partition goes offline instead, unless `keep_sole`: then it even stays leader); with ELR
+        (KIP-966) it leaves the ISR for the ELR. `unclean_shutdown`: they restarted without a clean
+        shutdown, so they leave the ELR as well."""
         going = set(broker_ids)
+        elr_on = elr_enabled(self.image.features)
         out: list[mr.MetadataRecord] = []
         for t in self.image.topics_by_id.values():
             for pid, p in t.partitions.items():
-                if not going & set(p.isr) and p.leader not in going:
+                in_elr = unclean_shutdown and bool(going & set(p.elr))
+                if not going & set(p.isr) and p.leader not in going and not in_elr:
                     continue
-                if keep_sole and len(p.isr) == 1 and p.isr[0] in going:
+                if keep_sole and len(p.isr) == 1 and p.isr[0] in going and not elr_on:
                     continue
                 rest = tuple(r for r in p.isr if r not in going)
-                rec = self._change(t.topic_id, pid, p, isr=rest or p.isr, unusable=going)
+                rec = self._change(
+                    t.topic_id,
+                    pid,
+                    p,
+                    isr=rest,
+                    unusable=going,
+                    unclean_shutdown=frozenset(going) if unclean_shutdown else frozenset(),
+                )
                 if rec is not None:
                     out.append(rec)
         return out
 
     # --- partition changes: one builder for every path (Kafka's PartitionChangeBuilder) ----------
+    def _topic_setting(self, topic: str, key: str, default: object) -> object:
+        """A topic's effective config value: its override, the cluster default, server.properties."""
+        raw: object = self.image.topic_config(topic).get(key)
+        if raw is None:
+            raw = self.image.broker_config(None).get(key)
+        if raw is None:
+            raw = self.static_config.get(key, default)
+        return raw
+
     def _unclean_allowed(self, topic: str) -> bool:
-        raw: object = self.image.topic_config(topic).get("unclean.leader.election.enable")
-        if raw is None:
-            raw = self.image.broker_config(None).get("unclean.leader.election.enable")
-        if raw is None:
-            raw = self.static_config.get("unclean.leader.election.enable", False)
-        return str(raw).lower() == "true"
+        return str(self._topic_setting(topic, "unclean.leader.election.enable", False)).lower() == "true"
+
+    def _effective_min_isr(self, topic: str, replicas: tuple[int, ...]) -> int:
+        """min.insync.replicas, at most the replication factor (Kafka's getTopicEffectiveMinIsr)."""
+        try:
+            min_isr = int(str(self._topic_setting(topic, "min.insync.replicas", 1)))
+        except ValueError:
+            min_isr = 1
+        return max(1, min(min_isr, len(replicas) or 1))
 
     def _change(
         self,
@@ -265,36 +293,86 @@ class QuorumController:
         removing: tuple[int, ...] | None = None,
         leader: int | None = None,
         unusable: set[int] | frozenset[int] = frozenset(),
+        also_usable: frozenset[int] = frozenset(),
+        offline_dirs: frozenset[str] | set[str] = frozenset(),
         unclean: bool = False,
+        unclean_shutdown: frozenset[int] = frozenset(),
+        min_isr: int | None = None,
     ) -> mr.PartitionChangeRecord | None:
-        """The record that moves `p` to the requested state: completes a reassignment once every
-        adding replica is in the ISR, and elects a leader (preferred order, ISR only; outside it only
-        for an unclean election) when the current one is gone. None when nothing changes."""
+        """The record that moves `p` to the requested state (Kafka's PartitionChangeBuilder):
+        completes a reassignment once every adding replica is in the ISR, and elects a leader
+        (preferred order, ISR only; outside it only for an unclean election) when the current one
+        is gone. None when nothing changes.
+
+        With eligible leader replicas (KIP-966) the ISR may become empty. Replicas that leave an ISR
+        smaller than min.insync.replicas join the ELR: they hold every committed record, since the
+        high watermark does not advance while the ISR is below min ISR. With the ISR empty a usable
+        ELR member is elected cleanly (its ISR is itself); with the ELR empty too, the last known
+        leader (kept in LastKnownElr when the ISR became empty) is elected if it is back, as Kafka's
+        default balanced recovery does. `unclean_shutdown` replicas leave the ISR and the ELR.
+        `also_usable`: brokers being unfenced in the same batch; `offline_dirs` their failed dirs."""
+        topic = self.image.topics_by_id.get(topic_id)
+        elr_on = elr_enabled(self.image.features)
         new_isr = p.isr if isr is None else isr
         new_replicas = p.replicas if replicas is None else replicas
         new_adding = p.adding_replicas if adding is None else adding
         new_removing = p.removing_replicas if removing is None else removing
+        if unclean_shutdown:
+            new_isr = tuple(r for r in new_isr if r not in unclean_shutdown)
+        if not new_isr and not elr_on:
+            new_isr = p.isr  # without ELR the last in-sync replica is never removed
         if (new_adding or new_removing) and all(a in new_isr for a in new_adding):
             target = tuple(r for r in new_replicas if r not in new_removing)
             isr_in_target = tuple(r for r in new_isr if r in target)
             if isr_in_target:
                 new_replicas, new_isr, new_adding, new_removing = target, isr_in_target, (), ()
 
+        new_elr = p.elr if elr_on else ()
+        if elr_on:
+            if min_isr is None:
+                min_isr = self._effective_min_isr(topic.name if topic else "", new_replicas)
+            if len(new_isr) >= min_isr:
+                new_elr = ()
+            else:  # the ISR members that leave it, and the ELR, minus the new ISR and unclean shutdowns
+                was = set(p.elr) | set(p.isr)
+                new_elr = tuple(r for r in new_replicas if r in was and r not in new_isr and r not in unclean_shutdown)
+
         def usable(r: int) -> bool:
-            return r not in unusable and self._is_usable(r) and self._replica_dir_online(r, p)
+            return (
+                r not in unusable
+                and (r in also_usable or self._is_usable(r))
+                and self._replica_dir_online(r, p, offline_dirs if r in also_usable else frozenset())
+            )
+
+        def valid_leader(r: int) -> bool:
+            return (r in new_isr or (not new_isr and r in new_elr)) and r in new_replicas and usable(r)
 
         new_leader = p.leader if leader is None else leader
-        if new_leader < 0 or new_leader not in new_isr or new_leader not in new_replicas or not usable(new_leader):
-            candidates = [r for r in new_replicas if r in new_isr and usable(r)]
+        unclean_election = False
+        if new_leader < 0 or not valid_leader(new_leader):
+            candidates = [r for r in new_replicas if valid_leader(r)]
+            last_leader = p.last_known_elr[0] if len(p.last_known_elr) == 1 else -1
             if candidates:
                 new_leader = candidates[0]
+                if new_leader in new_elr:  # a clean election from the ELR
+                    new_isr = (new_leader,)
+                    new_elr = tuple(r for r in new_elr if r != new_leader)
+            elif elr_on and not new_isr and not new_elr and last_leader in new_replicas and usable(last_leader):
+                new_leader, new_isr, unclean_election = last_leader, (last_leader,), True
+                log.warning(
+                    "[QuorumController id=%d] electing the last known leader %d of %s-%d (ISR and ELR empty)",
+                    self.node_id,
+                    new_leader,
+                    topic.name if topic else topic_id,
+                    pid,
+                )
             else:
-                topic = self.image.topics_by_id.get(topic_id)
                 if unclean or (topic is not None and self._unclean_allowed(topic.name)):
                     candidates = [r for r in new_replicas if usable(r)]
                 if candidates:
                     new_leader = candidates[0]
                     new_isr = (new_leader,)
+                    unclean_election = True
                     log.warning(
                         "[QuorumController id=%d] unclean leader election for %s-%d: %d (ISR was %s)",
                         self.node_id,
@@ -305,6 +383,16 @@ class QuorumController:
                     )
                 else:
                     new_leader = -1
+        if unclean_election:
+            new_elr = ()
+        # LastKnownElr holds the leader the partition had when its ISR became empty, until it has a
+        # leader again (Kafka's maybeUpdateLastKnownLeader under the default recovery strategy)
+        new_lke = p.last_known_elr if elr_on else ()
+        if elr_on:
+            if not new_isr and p.isr and p.leader >= 0:
+                new_lke = (p.leader,)
+            elif new_leader >= 0:
+                new_lke = ()
         rec = mr.PartitionChangeRecord(
             pid,
             topic_id,
@@ -313,13 +401,20 @@ class QuorumController:
             replicas=new_replicas if new_replicas != p.replicas else None,
             adding_replicas=new_adding if new_adding != p.adding_replicas else None,
             removing_replicas=new_removing if new_removing != p.removing_replicas else None,
+            eligible_leader_replicas=new_elr if new_elr != p.elr else None,
+            last_known_elr=new_lke if new_lke != p.last_known_elr else None,
         )
-        if (
-            rec.isr is None
-            and rec.leader is None
-            and rec.replicas is None
-            and rec.adding_replicas is None
-            and rec.removing_replicas is None
+        if all(
+            getattr(rec, f) is None
+            for f in (
+                "isr",
+                "leader",
+                "replicas",
+                "adding_replicas",
+                "removing_replicas",
+                "eligible_leader_replicas",
+                "last_known_elr",
+            )
         ):
             return None
         return rec
@@ -554,13 +649,15 @@ class QuorumController:
         return int(dyn) if dyn is not None else int(self.static_config[key])  # type: ignore[call-overload]
 
     async def bootstrap(self, records: list[mr.MetadataRecord]) -> None:
-        """Write the bootstrap records (metadata.version first) into an empty log."""
+        """Write the bootstrap records (metadata.version first) into an empty log, with the ELR safety
+        records when they enable ELR (Kafka's activation records for an empty log)."""
         async with self._lock:
             if METADATA_VERSION not in self.image.features and self.is_active:
                 log.info(
                     "[QuorumController id=%d] writing the bootstrap records to the empty metadata log", self.node_id
                 )
-                await self._write(records)
+                features = {r.name: r.feature_level for r in records if isinstance(r, mr.FeatureLevelRecord)}
+                await self._write([*records, *self._elr_safety_records(features)])
 
     # --- topics ------------------------------------------------------------------------
     async def create_topics(
@@ -771,6 +868,18 @@ class QuorumController:
             defn = SERVER_CONFIG.keys.get(key) or TOPIC_CONFIG.keys.get(key)  # type: ignore[assignment]
             if defn is None:
                 raise KafkaError(ErrorCode.invalid_config, f"Unknown broker config name: {key}")
+            if key == MIN_INSYNC_REPLICAS and elr_enabled(self.image.features):
+                # KIP-966: every node must agree on which partitions are under min ISR
+                if rname:
+                    raise KafkaError(
+                        ErrorCode.invalid_config,
+                        "Broker-level min.insync.replicas cannot be altered while ELR is enabled.",
+                    )
+                if value is None:
+                    raise KafkaError(
+                        ErrorCode.invalid_config,
+                        "Cluster-level min.insync.replicas cannot be removed while ELR is enabled.",
+                    )
             if defn.read_only:
                 raise KafkaError(ErrorCode.invalid_config, f"Cannot update these configs dynamically: {{{key}}}")
         elif rtype == CLIENT_METRICS_RESOURCE:
@@ -811,9 +920,40 @@ class QuorumController:
                         records.extend(recs)
                 except KafkaError as exc:
                     res.error, res.message = exc.code, exc.message
+            records.extend(self._clear_elr_on_min_isr_change(records))
             if records:
                 await self._write(records)
             return results
+
+    def _clear_elr_on_min_isr_change(self, records: list[mr.MetadataRecord]) -> list[mr.MetadataRecord]:
+        """KIP-966: the ELR was kept against the old min.insync.replicas, so a change of it (even to
+        the same value) clears the ELR of the topic, or of every topic for the cluster default."""
+        if not elr_enabled(self.image.features):
+            return []
+        out: list[mr.MetadataRecord] = []
+        for rec in records:
+            if not isinstance(rec, mr.ConfigRecord) or rec.name != MIN_INSYNC_REPLICAS:
+                continue
+            if rec.resource_type == TOPIC_RESOURCE:
+                out.append(mr.ClearElrRecord(rec.resource_name))
+            elif rec.resource_type == BROKER_RESOURCE and not rec.resource_name:
+                out.append(mr.ClearElrRecord(""))
+        return list(dict.fromkeys(out))
+
+    def _elr_safety_records(self, features: Mapping[str, int]) -> list[mr.MetadataRecord]:
+        """When ELR becomes enabled (format or UpdateFeatures): min.insync.replicas must be one
+        cluster-wide value, so the static value of this controller becomes the cluster default
+        unless one is set, and broker-level overrides are removed (Kafka's ELR safety records)."""
+        if not elr_enabled(features):
+            return []
+        out: list[mr.MetadataRecord] = []
+        if MIN_INSYNC_REPLICAS not in self.image.broker_config(None):
+            value = str(self.static_config.get(MIN_INSYNC_REPLICAS, 1))
+            out.append(mr.ConfigRecord(BROKER_RESOURCE, "", MIN_INSYNC_REPLICAS, value))
+        for (rtype, rname), values in sorted(self.image.configs.items()):
+            if rtype == BROKER_RESOURCE and rname and MIN_INSYNC_REPLICAS in values:
+                out.append(mr.ConfigRecord(BROKER_RESOURCE, rname, MIN_INSYNC_REPLICAS, None))
+        return out
 
     async def incremental_alter_configs(
         self, resources: list[tuple[int, str, list[tuple[str, int, str | None]]]], *, validate_only: bool = False
@@ -885,9 +1025,13 @@ class QuorumController:
         log_dirs: tuple[str, ...],
         cluster_id: str,
         features: tuple[tuple[str, int, int], ...] | None = None,
+        previous_broker_epoch: int = -1,
     ) -> int:
         """`features` are the broker's supported (name, min, max) levels; an in-process broker
-        (None) is this binary. Each must include the finalized level, as Kafka checks."""
+        (None) is this binary. Each must include the finalized level, as Kafka checks.
+        `previous_broker_epoch`: the epoch the broker recorded at its last clean shutdown (-1: none);
+        unless it is the epoch of its registration, the broker shut down uncleanly and may have lost
+        unflushed records, so with ELR it also leaves every ELR (KIP-966)."""
         if features is None:
             features = tuple((n, lo, hi) for n, (lo, hi) in SUPPORTED_FEATURES.items())
         async with self._lock:
@@ -909,8 +1053,21 @@ class QuorumController:
                     )
             epoch = self.raft.high_watermark  # Kafka uses the record offset as the broker epoch
             # a new incarnation (e.g. after a crash) may have lost unflushed records: out of the ISRs
-            # with it until it catches up again (Kafka's handleBrokerUncleanShutdown)
-            moved = self._move_leadership_off(broker_id, keep_sole=True) if existing is not None else []
+            # with it until it catches up again, and out of the ELRs unless it shut down cleanly
+            # (Kafka's handleBrokerUncleanShutdown)
+            moved: list[mr.MetadataRecord] = []
+            if existing is not None:
+                unclean = previous_broker_epoch != existing.epoch and elr_enabled(self.image.features)
+                if unclean:
+                    log.info(
+                        "[QuorumController id=%d] broker %d registers after an unclean shutdown (previous epoch "
+                        "%d, registered epoch %d): out of every ISR and ELR",
+                        self.node_id,
+                        broker_id,
+                        previous_broker_epoch,
+                        existing.epoch,
+                    )
+                moved = self._move_leadership_off(broker_id, keep_sole=True, unclean_shutdown=unclean)
             offset = await self._write(
                 [
                     mr.RegisterBrokerRecord(
@@ -958,6 +1115,11 @@ class QuorumController:
                     return ErrorCode.invalid_update_version, message
                 if level != self.image.features.get(name, 0):
                     records.append(mr.FeatureLevelRecord(name, level))
+            proposed = {**self.image.features, **{n: lvl for n, lvl, _ in updates}}
+            if elr_enabled(proposed) and not elr_enabled(self.image.features):
+                records.extend(self._elr_safety_records(proposed))
+            elif elr_enabled(self.image.features) and not elr_enabled(proposed):
+                records.append(mr.ClearElrRecord(""))  # elections no longer use it; nothing keeps it current
             if records and not validate_only:
                 log.warning("[QuorumController id=%d] updating features: %s", self.node_id, records)
                 await self._write(records)
@@ -988,11 +1150,10 @@ class QuorumController:
             return "Can't downgrade to a newer version."
         if name == KRAFT_VERSION and level != current:
             return "kopfka cannot change kraft.version on a running quorum yet."
-        if name != METADATA_VERSION:
-            proposed = {**self.image.features, **{n: lvl for n, lvl, _ in pending}}
-            reason = missing_dependency(name, level, proposed)
-            if reason is not None:
-                return reason
+        proposed = {**self.image.features, **{n: lvl for n, lvl, _ in pending}}
+        reason = missing_dependency(name, level, proposed)
+        if reason is not None:
+            return reason
         if name == METADATA_VERSION and level < current and downgrade_loses_metadata(current, level):
             if upgrade_type == 3:
                 return "Unsafe metadata downgrade is not supported in this version."
@@ -1064,7 +1225,7 @@ class QuorumController:
                     if b.broker_id not in p.isr and p.leader != b.broker_id:
                         continue
                     rest = tuple(r for r in p.isr if r != b.broker_id)
-                    rec = self._change(t.topic_id, pid, p, isr=rest or p.isr, unusable={b.broker_id})
+                    rec = self._change(t.topic_id, pid, p, isr=rest, unusable={b.broker_id})
                     if rec is not None:
                         out.append(rec)
             log.warning(
@@ -1101,29 +1262,20 @@ class QuorumController:
         return self._move_leadership_off(broker_id, keep_sole=True)
 
     def _elect_leaderless(self, broker_id: int, offline: set[str] | None = None) -> list[mr.MetadataRecord]:
-        """The broker is being unfenced: it leads the offline partitions whose ISR holds it, and,
-        where unclean.leader.election.enable allows, those with no usable ISR member at all; never
-        where its replica sits in a failed log dir (`offline`: reported in this heartbeat)."""
+        """The broker is being unfenced: every offline partition it holds a replica of gets another
+        election with it usable (Kafka's handleBrokerUnfenced): it leads those whose ISR (or, with the
+        ISR empty, ELR) holds it, or whose last known leader it was, and, where
+        unclean.leader.election.enable allows, those with no usable ISR member at all; never where its
+        replica sits in a failed log dir (`offline`: reported in this heartbeat)."""
         out: list[mr.MetadataRecord] = []
-        gone = offline or set()
+        gone = frozenset(offline or ())
         for t in self.image.topics_by_id.values():
             for pid, p in t.partitions.items():
-                if p.leader != -1 or broker_id not in p.replicas or not self._replica_dir_online(broker_id, p, gone):
+                if p.leader != -1 or broker_id not in p.replicas:
                     continue
-                if broker_id in p.isr:
-                    out.append(mr.PartitionChangeRecord(pid, t.topic_id, leader=broker_id))
-                elif not any(
-                    self._is_usable(r) and self._replica_dir_online(r, p) for r in p.isr
-                ) and self._unclean_allowed(t.name):
-                    log.warning(
-                        "[QuorumController id=%d] unclean leader election for %s-%d: %d (ISR was %s)",
-                        self.node_id,
-                        t.name,
-                        pid,
-                        broker_id,
-                        list(p.isr),
-                    )
-                    out.append(mr.PartitionChangeRecord(pid, t.topic_id, leader=broker_id, isr=(broker_id,)))
+                rec = self._change(t.topic_id, pid, p, also_usable=frozenset({broker_id}), offline_dirs=gone)
+                if rec is not None:
+                    out.append(rec)
         return out
 
     async def alter_client_quotas(

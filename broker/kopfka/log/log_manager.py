@@ -133,6 +133,7 @@ class LogManager:
         self._locks: dict[Path, int] = {}
         self.broker_epoch = broker_epoch
         self._had_clean_shutdown: dict[Path, bool] = {}
+        self._clean_shutdown_epochs: dict[Path, int] = {}
         self._loaded_dirs: set[Path] = set()
         self.failure_channel = failure_channel or LogDirFailureChannel()
         self.halt = halt or (lambda: os.kill(os.getpid(), signal.SIGTERM))
@@ -285,9 +286,20 @@ class LogManager:
                     self.offline_logs[tp] = self.current_logs.pop(tp)
                     ul.offline = True
 
+    @property
+    def previous_broker_epoch(self) -> int:
+        """The broker epoch the clean shutdown markers recorded, when every configured log dir is
+        online and had one with the same epoch; else -1, an unclean shutdown (Kafka's
+        readBrokerEpochFromCleanShutdownFiles). Sent with the broker registration (KIP-966)."""
+        if len(self.live_log_dirs) < len(self.log_dirs):
+            return -1
+        epochs = {self._clean_shutdown_epochs.get(d, -1) for d in self.live_log_dirs}
+        return epochs.pop() if len(epochs) == 1 else -1
+
     def _load_dir(self, d: Path, threads: int) -> None:
         marker = CleanShutdownFileHandler(d)
         clean = marker.exists()
+        self._clean_shutdown_epochs[d] = marker.read() if clean else -1
         # delete the marker now: a crash during loading must count as unclean next time
         if clean:
             marker.delete()

@@ -14,6 +14,7 @@ METADATA_VERSION = "metadata.version"
 KRAFT_VERSION = "kraft.version"
 TRANSACTION_VERSION = "transaction.version"
 GROUP_VERSION = "group.version"  # 1: the consumer rebalance protocol (KIP-848)
+ELIGIBLE_LEADER_REPLICAS_VERSION = "eligible.leader.replicas.version"  # 1: ELR (KIP-966)
 SHARE_VERSION = "share.version"  # 1: share groups (KIP-932)
 
 MINIMUM_METADATA_VERSION = 7  # 3.3-IV3: the first level with FeatureLevelRecord in the log
@@ -43,15 +44,23 @@ SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {
     TRANSACTION_VERSION: (0, 2),  # 1: flexible __transaction_state values, 2: KIP-890 epoch bump per transaction
     GROUP_VERSION: (0, 1),
     SHARE_VERSION: (0, 1),
+    ELIGIBLE_LEADER_REPLICAS_VERSION: (0, 1),
 }
 
 # feature -> (the metadata.version from which a new cluster gets it by default, that level):
 # transaction.version 2 from 4.0-IV2 on, as Kafka's TransactionVersion.TV_2; group.version 1 from
-# 4.0-IV0 on, as Kafka's GroupVersion.GV_1; share.version 1 from 4.2-IV0 on, as Kafka's ShareVersion.SV_1
-RELEASE_DEFAULT_FEATURES = {TRANSACTION_VERSION: (24, 2), GROUP_VERSION: (22, 1), SHARE_VERSION: (28, 1)}
+# 4.0-IV0 on, as Kafka's GroupVersion.GV_1; share.version 1 from 4.2-IV0 on, as Kafka's ShareVersion.SV_1;
+# eligible.leader.replicas.version 1 from 4.1-IV0 on (Kafka 4.3's `kafka-features version-mapping`)
+RELEASE_DEFAULT_FEATURES = {
+    TRANSACTION_VERSION: (24, 2),
+    GROUP_VERSION: (22, 1),
+    SHARE_VERSION: (28, 1),
+    ELIGIBLE_LEADER_REPLICAS_VERSION: (26, 1),
+}
 
-# (feature, level) -> the metadata.version it needs (Kafka's feature dependencies)
-FEATURE_LEVEL_MIN_METADATA = {(GROUP_VERSION, 1): 22}
+# (feature, level) -> the metadata.version it needs (Kafka's feature dependencies; ELR 1 needs
+# 4.0-IV1, as Kafka 4.3's `kafka-features feature-dependencies` reports)
+FEATURE_LEVEL_MIN_METADATA = {(GROUP_VERSION, 1): 22, (ELIGIBLE_LEADER_REPLICAS_VERSION, 1): 23}
 
 
 def default_feature_levels(metadata_level: int) -> dict[str, int]:
@@ -93,11 +102,17 @@ def downgrade_loses_metadata(current: int, target: int) -> bool:
 
 
 def missing_dependency(name: str, level: int, features: Mapping[str, int]) -> str | None:
-    """Why `name` cannot be finalized at `level` given the other finalized levels, or None."""
-    needs = FEATURE_LEVEL_MIN_METADATA.get((name, level))
+    """Why `name` cannot be finalized at `level` given the other (finalized or proposed) levels, or
+    None. For metadata.version: no finalized feature level may need a higher one."""
+    if name == METADATA_VERSION:
+        for (other, other_level), needs in sorted(FEATURE_LEVEL_MIN_METADATA.items()):
+            if features.get(other, 0) == other_level and level < needs:
+                return f"{other} {other_level} requires {METADATA_VERSION} {needs} or higher."
+        return None
+    required = FEATURE_LEVEL_MIN_METADATA.get((name, level))
     have = features.get(METADATA_VERSION, 0)
-    if needs is not None and have < needs:
-        return f"{name} {level} requires {METADATA_VERSION} {needs} or higher (finalized: {have})."
+    if required is not None and have < required:
+        return f"{name} {level} requires {METADATA_VERSION} {required} or higher (finalized: {have})."
     return None
 
 
@@ -105,6 +120,11 @@ def share_groups_supported(features: Mapping[str, int]) -> bool:
     """The share-group APIs are served from share.version 1 on (Kafka's isShareGroupProtocolEnabled);
     below it they answer UNSUPPORTED_VERSION."""
     return features.get(SHARE_VERSION, 0) >= 1
+
+
+def elr_enabled(features: Mapping[str, int]) -> bool:
+    """Eligible leader replicas (KIP-966) are kept and used in elections (Kafka's isElrFeatureEnabled)."""
+    return features.get(ELIGIBLE_LEADER_REPLICAS_VERSION, 0) >= 1
 
 
 def consumer_rebalance_protocol_supported(features: Mapping[str, int]) -> bool:

@@ -38,6 +38,10 @@ class PartitionRegistration:
     adding_replicas: tuple[int, ...] = ()
     directories: tuple[str, ...] = ()
     leader_recovery_state: int = 0
+    # KIP-966: replicas that left the ISR while it was below min.insync.replicas (so they hold
+    # every committed record) and may lead when the ISR is empty; the last known ELR members
+    elr: tuple[int, ...] = ()
+    last_known_elr: tuple[int, ...] = ()
 
     @classmethod
     def from_record(cls, rec: r.PartitionRecord) -> PartitionRegistration:
@@ -51,6 +55,8 @@ class PartitionRegistration:
             rec.adding_replicas,
             rec.directories,
             rec.leader_recovery_state,
+            rec.eligible_leader_replicas,
+            rec.last_known_elr,
         )
 
     def merge(self, rec: r.PartitionChangeRecord) -> PartitionRegistration:
@@ -69,6 +75,8 @@ class PartitionRegistration:
             leader_recovery_state=(
                 self.leader_recovery_state if rec.leader_recovery_state is None else rec.leader_recovery_state
             ),
+            elr=self.elr if rec.eligible_leader_replicas is None else rec.eligible_leader_replicas,
+            last_known_elr=self.last_known_elr if rec.last_known_elr is None else rec.last_known_elr,
         )
 
     def to_record(self, topic_id: str, partition_id: int) -> r.PartitionRecord:
@@ -84,6 +92,8 @@ class PartitionRegistration:
             self.adding_replicas,
             self.directories,
             self.leader_recovery_state,
+            self.elr,
+            self.last_known_elr,
         )
 
 
@@ -328,6 +338,21 @@ class MetadataDelta:
                     f"PartitionChangeRecord for unknown partition {rec.topic_id}:{rec.partition_id}"
                 )
             self._set_partition(rec.topic_id, rec.partition_id, topic.partitions[rec.partition_id].merge(rec))
+        elif isinstance(rec, r.ClearElrRecord):
+            if rec.topic_name:
+                topic = next((t for t in self._t().values() if t.name == rec.topic_name), None)
+                if topic is None:
+                    raise r.MetadataRecordError(f"ClearElrRecord for unknown topic {rec.topic_name}")
+                targets = [topic]
+            else:
+                targets = list(self._t().values())
+            for t in targets:
+                for pid, part in t.partitions.items():
+                    if part.elr or part.last_known_elr:
+                        cleared = r.PartitionChangeRecord(
+                            pid, t.topic_id, eligible_leader_replicas=(), last_known_elr=()
+                        )
+                        self._set_partition(t.topic_id, pid, part.merge(cleared))
         elif isinstance(rec, r.RemoveTopicRecord):
             topic = self._t().pop(rec.topic_id, None)
             if topic is not None:

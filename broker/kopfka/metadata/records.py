@@ -98,6 +98,8 @@ class PartitionRecord(MetadataRecord):
     adding_replicas: tuple[int, ...] = ()
     directories: tuple[str, ...] = ()
     leader_recovery_state: int = 0
+    eligible_leader_replicas: tuple[int, ...] = ()  # KIP-966
+    last_known_elr: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,8 @@ class PartitionChangeRecord(MetadataRecord):
     adding_replicas: tuple[int, ...] | None = None
     directories: tuple[str, ...] | None = None
     leader_recovery_state: int | None = None
+    eligible_leader_replicas: tuple[int, ...] | None = None  # KIP-966
+    last_known_elr: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -205,6 +209,15 @@ class EndTransactionRecord(MetadataRecord):
 class AbortTransactionRecord(MetadataRecord):
     TYPE: ClassVar[int] = 25
     reason: str = ""
+
+
+@dataclass(frozen=True)
+class ClearElrRecord(MetadataRecord):
+    """Clears the ELR and LastKnownElr of every partition of a topic, or of all topics ("") (KIP-966:
+    written when min.insync.replicas changes, as the ELR was kept against the old value)."""
+
+    TYPE: ClassVar[int] = 28
+    topic_name: str = ""
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,13 @@ class Voter:
         return (self.node_id, self.directory_id, self.host, self.port)
 
 
+# Kafka's KafkaRaftClient.MAX_BATCH_SIZE_BYTES; a batch header is 61 bytes, a record's framing
+# (length, attributes, deltas, key, header count as varints) at most about 20
+MAX_BATCH_SIZE_BYTES = 8 * 1024 * 1024
+BATCH_OVERHEAD_BYTES = 64
+RECORD_OVERHEAD_BYTES = 24
+
+
 @dataclass
 class ReplicaState:
     log_end_offset: int = -1
@@ -350,15 +357,31 @@ class KafkaRaftClient:
         return await fut
 
     async def _append_local(self, records: list[mr.MetadataRecord]) -> int:
+        """Append the records as one batch, or as several when they exceed the batch size limit
+        (Kafka's 8 MiB, or a smaller metadata segment): a write that must apply atomically is framed
+        by Begin/EndTransactionRecord by its writer (metadata transactions, KIP-868)."""
         now = _now_ms()
-        data = encode_batch([Record(i, now, None, mr.encode(r)) for i, r in enumerate(records)])
-        info = self.log.append_as_leader(data, leader_epoch=self.epoch)
-        batch = CommittedBatch(info.first_offset, info.last_offset, self.epoch, now, tuple(records))
-        self._note_voters(batch)
+        limit = min(MAX_BATCH_SIZE_BYTES, self.log.config.segment_bytes) - BATCH_OVERHEAD_BYTES
+        chunks: list[list[tuple[mr.MetadataRecord, bytes]]] = [[]]
+        size = 0
+        for r in records:
+            value = mr.encode(r)
+            if chunks[-1] and size + len(value) + RECORD_OVERHEAD_BYTES > limit:
+                chunks.append([])
+                size = 0
+            chunks[-1].append((r, value))
+            size += len(value) + RECORD_OVERHEAD_BYTES
+        last = -1
+        for chunk in chunks:
+            data = encode_batch([Record(i, now, None, value) for i, (_, value) in enumerate(chunk)])
+            info = self.log.append_as_leader(data, leader_epoch=self.epoch)
+            batch = CommittedBatch(info.first_offset, info.last_offset, self.epoch, now, tuple(r for r, _ in chunk))
+            self._note_voters(batch)
+            last = info.last_offset
         await asyncio.to_thread(self.log.flush)
-        self._flushed_leo = max(self._flushed_leo, info.last_offset + 1)
+        self._flushed_leo = max(self._flushed_leo, last + 1)
         self._notify()
-        return info.last_offset
+        return last
 
     # --- startup / shutdown ---------------------------------------------------------------------
     def load_snapshot(self) -> None:

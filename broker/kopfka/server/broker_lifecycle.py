@@ -53,6 +53,7 @@ class BrokerLifecycleManager:
         cordoned_log_dirs: Callable[[], tuple[str, ...]] | None = None,
         offline_dir_timeout_ms: int = 30000,
         on_offline_dir_timeout: Callable[[], None] | None = None,
+        previous_broker_epoch: int = -1,
     ) -> None:
         self.node_id = node_id
         self.cluster_id = cluster_id
@@ -64,6 +65,8 @@ class BrokerLifecycleManager:
         self.heartbeat_interval = heartbeat_interval_ms / 1000
         self.registration_timeout = registration_timeout_ms / 1000
         self.incarnation_id = str(uuid.uuid4())
+        # the epoch of the last clean shutdown (the log dirs' .kafka_cleanshutdown), -1 after a crash
+        self.previous_broker_epoch = previous_broker_epoch
         self.broker_epoch = -1
         self.state = BrokerState.NOT_RUNNING
         self.fenced = True
@@ -98,7 +101,13 @@ class BrokerLifecycleManager:
         while True:
             try:
                 self.broker_epoch = await self.controller.register_broker(
-                    self.node_id, self.incarnation_id, self.endpoints, self.rack, self.log_dirs, self.cluster_id
+                    self.node_id,
+                    self.incarnation_id,
+                    self.endpoints,
+                    self.rack,
+                    self.log_dirs,
+                    self.cluster_id,
+                    previous_broker_epoch=self.previous_broker_epoch,
                 )
                 break
             except KafkaError as exc:

@@ -281,7 +281,14 @@ async def _h_register(svc: ControllerServices, v: int, req: Any) -> dict[str, An
     try:
         features = tuple((f.name, int(f.min_supported_version), int(f.max_supported_version)) for f in req.features)
         epoch = await svc.controller.register_broker(
-            int(req.broker_id), str(req.incarnation_id), endpoints, req.rack, log_dirs, req.cluster_id, features
+            int(req.broker_id),
+            str(req.incarnation_id),
+            endpoints,
+            req.rack,
+            log_dirs,
+            req.cluster_id,
+            features,
+            previous_broker_epoch=int(getattr(req, "previous_broker_epoch", -1)),
         )
         return {"throttle_time": 0, "error_code": ErrorCode.none, "broker_epoch": epoch}
     except KafkaError as exc:

@@ -195,6 +195,7 @@ class KafkaServer:
             metadata_offset=lambda: loader.last_applied_offset,
             heartbeat_interval_ms=int(cfg["broker.heartbeat.interval.ms"]),
             registration_timeout_ms=int(cfg["initial.broker.registration.timeout.ms"]),
+            previous_broker_epoch=self.log_manager.previous_broker_epoch,
         )
         services.lifecycle = self.lifecycle
         self._install_publishers(loader, services)

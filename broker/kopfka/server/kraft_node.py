@@ -253,6 +253,7 @@ async def _start_broker(server: KafkaServer, node: KRaftNode, cluster_id: str) -
         cordoned_log_dirs=server.log_manager.cordoned_directory_ids if server.log_manager.cordoned else None,
         offline_dir_timeout_ms=int(cfg.originals.get("log.dir.failure.timeout.ms", 30000)),
         on_offline_dir_timeout=server.log_manager.halt,
+        previous_broker_epoch=server.log_manager.previous_broker_epoch,
     )
     services.lifecycle = server.lifecycle
     lifecycle = server.lifecycle

@@ -304,8 +304,13 @@ class RemoteController:
         body = {
             "deletions": [{"name": d.name, "mechanism": d.mechanism} for d in deletions],
             "upsertions": [
-                {"name": u.name, "mechanism": u.mechanism, "iterations": u.iterations, "salt": u.salt,
-                 "salted_password": u.salted_password}
+                {
+                    "name": u.name,
+                    "mechanism": u.mechanism,
+                    "iterations": u.iterations,
+                    "salt": u.salt,
+                    "salted_password": u.salted_password,
+                }
                 for u in upsertions
             ],
         }
@@ -315,8 +320,10 @@ class RemoteController:
         wanted_salts = {(u.name, u.mechanism): u.salt for u in upsertions if u.name in ok}
         removed = {(d.name, d.mechanism) for d in deletions if d.name in ok}
         await self._await_image(
-            lambda img: all(getattr(img.scram.get(k), "salt", None) == s for k, s in wanted_salts.items())
-            and not removed & set(img.scram)
+            lambda img: (
+                all(getattr(img.scram.get(k), "salt", None) == s for k, s in wanted_salts.items())
+                and not removed & set(img.scram)
+            )
         )
         return results
 
@@ -365,6 +372,8 @@ class RemoteController:
         rack: str | None,
         log_dirs: tuple[str, ...],
         cluster_id: str,
+        *,
+        previous_broker_epoch: int = -1,
     ) -> int:
         body = {
             "broker_id": broker_id,
@@ -386,7 +395,7 @@ class RemoteController:
             "rack": rack,
             "is_migrating_zk_broker": False,
             "log_dirs": [uuids.from_str(d) for d in log_dirs if d],
-            "previous_broker_epoch": -1,
+            "previous_broker_epoch": previous_broker_epoch,
         }
         resp = await self._call(62, 4, body, timeout=5.0)
         if resp.error_code != ErrorCode.none:

@@ -80,8 +80,13 @@ class Partition:
         return tuple(dict.fromkeys((*self.isr, *self.pending_isr.isr)))
 
     @property
+    def effective_min_isr(self) -> int:
+        """min.insync.replicas, at most the replication factor (Kafka's effectiveMinIsr)."""
+        return max(1, min(int(self.log.config["min.insync.replicas"]), len(self.replicas) or 1))
+
+    @property
     def under_min_isr(self) -> bool:
-        return len(self.isr) < int(self.log.config["min.insync.replicas"])
+        return len(self.isr) < self.effective_min_isr
 
     # --- fetch waiters ---------------------------------------------------------------------
     def add_waiter(self, fut: asyncio.Future[None]) -> None:
@@ -107,7 +112,8 @@ class Partition:
         now = time.monotonic() if now is None else now
         self.replica_states = {
             r: ReplicaState(r, last_caught_up_time=now if r in self.isr else 0.0)
-            for r in self.replicas if r != self.node_id
+            for r in self.replicas
+            if r != self.node_id
         }
         self.leader_epoch_start_offset = self.log.log_end_offset
         if self.leader_epoch >= 0 and self.log.latest_epoch != self.leader_epoch:
@@ -137,8 +143,9 @@ class Partition:
             return epoch, end
         return None
 
-    def update_follower_fetch(self, replica_id: int, fetch_offset: int, broker_epoch: int,
-                              now: float | None = None) -> None:
+    def update_follower_fetch(
+        self, replica_id: int, fetch_offset: int, broker_epoch: int, now: float | None = None
+    ) -> None:
         """Kafka's lastCaughtUpTime rule: caught up if it asked for our LEO, or for at least the
         LEO we had at its previous fetch (then it was caught up as of that fetch)."""
         st = self.replica_states.get(replica_id)
@@ -192,8 +199,9 @@ class Partition:
         if self.on_isr_change is not None:
             self.on_isr_change(self, new_isr, self._generation)
 
-    def complete_isr_change(self, generation: int, isr: tuple[int, ...] | None, partition_epoch: int,
-                            leader_epoch: int) -> None:
+    def complete_isr_change(
+        self, generation: int, isr: tuple[int, ...] | None, partition_epoch: int, leader_epoch: int
+    ) -> None:
         """The controller's answer: adopt the committed ISR (it may beat the metadata update)."""
         if self.pending_isr is None or self.pending_isr.generation != generation:
             return
@@ -205,8 +213,11 @@ class Partition:
         self.check_produce_waiters()
 
     def maybe_advance_high_watermark(self) -> bool:
-        """HW = the smallest LEO in the maximal ISR; with a single in-sync replica that is our LEO."""
-        if not self.is_leader:
+        """HW = the smallest LEO in the maximal ISR; with a single in-sync replica that is our LEO.
+        It does not advance while the committed ISR is below min.insync.replicas (KIP-966's strict
+        min ISR, Kafka 3.7+): so a replica that leaves such an ISR still holds every committed record
+        and may be elected from the ELR."""
+        if not self.is_leader or self.under_min_isr:
             return False
         hw = self.log.log_end_offset
         for r in self.maximal_isr:

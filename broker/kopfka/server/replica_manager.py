@@ -203,6 +203,9 @@ class ReplicaManager:
         for tp, part in self.partitions.items():
             if tp[0] == topic:
                 part.log.update_config(cfg)
+                if part.is_leader:  # e.g. a lower min.insync.replicas lets the high watermark advance
+                    part.maybe_advance_high_watermark()
+                    part.check_produce_waiters()
 
     # --- lookups ---------------------------------------------------------------------------
     def get_partition_or_error(self, tp: TopicPartition) -> Partition:
@@ -250,7 +253,7 @@ class ReplicaManager:
                 if records is None or len(records) == 0:
                     raise KafkaError(ErrorCode.invalid_record, "Produce request carries no records")
                 part = self.get_leader_partition(tp)
-                min_isr = int(part.log.config["min.insync.replicas"])
+                min_isr = part.effective_min_isr
                 if required_acks == -1 and len(part.isr) < min_isr:
                     raise KafkaError(
                         ErrorCode.not_enough_replicas,

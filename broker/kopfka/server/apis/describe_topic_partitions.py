@@ -44,8 +44,8 @@ def _partition(image: MetadataImage, pid: int, p: PartitionRegistration, listene
         "leader_epoch": p.leader_epoch,
         "replica_nodes": list(p.replicas),
         "isr_nodes": list(p.isr),
-        "eligible_leader_replicas": [],
-        "last_known_elr": [],
+        "eligible_leader_replicas": list(p.elr),  # KIP-966, kept by the controller while ELR is enabled
+        "last_known_elr": list(p.last_known_elr),
         "offline_replicas": _offline_replicas(image, p, listener),
     }
 
