@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from . import GROUP, VERSION
-from .naming import BROKER_ID_BASE, CONTROLLER_ID_BASE, MAX_BROKERS, MAX_CONTROLLERS
+from .naming import BROKER_ID_BASE, CONTROLLER_ID_BASE, MAX_BROKERS, MAX_CONTROLLERS, REGION_LABEL, ZONE_LABEL
 
 Schema = dict[str, Any]
 
@@ -301,11 +301,14 @@ def _kafkacluster_spec() -> Schema:
     rack = _obj(
         {
             "topologyKey": _str(
-                "Node label whose value spreads replicas (e.g. topology.kubernetes.io/zone).",
-                minLength=1,
+                "Node label that is each broker's broker.rack (rack-aware replica placement) and "
+                "over which broker pods are spread: topology.kubernetes.io/zone or "
+                "topology.kubernetes.io/region, the labels the API server copies from the node "
+                "onto the pod at scheduling (read through the downward API at start).",
+                enum=[ZONE_LABEL, REGION_LABEL],
             )
         },
-        "Spread broker pods over this topology key (one per domain where possible).",
+        "Rack awareness: broker.rack from the node's topology label, pods spread over it.",
         required=["topologyKey"],
     )
     return _obj(
@@ -589,7 +592,7 @@ def kafkacluster_crd() -> Schema:
         "A Kafka-compatible cluster run by kopfka: KRaft controllers and brokers on JBOD.",
         scale={
             "specReplicasPath": ".spec.brokers.replicas",
-            "statusReplicasPath": ".status.brokers.replicas",
+            "statusReplicasPath": ".status.brokers.readyReplicas",
             "labelSelectorPath": ".status.brokers.selector",
         },
     )

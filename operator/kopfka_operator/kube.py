@@ -185,10 +185,18 @@ class KubeApi:
         )
         return result
 
-    async def delete(self, kind: str, namespace: str, name: str, grace_period_seconds: int | None = None) -> None:
+    async def delete(
+        self,
+        kind: str,
+        namespace: str,
+        name: str,
+        grace_period_seconds: int | None = None,
+        propagation_policy: str | None = None,
+    ) -> None:
         """Delete; a 404 is success. A grace period overrides the pod's own (a broker leading
-        many partitions needs longer to hand leadership over than its template says)."""
-        options = k8s.V1DeleteOptions(grace_period_seconds=grace_period_seconds)
+        many partitions needs longer to hand leadership over than its template says);
+        propagation "Orphan" keeps a StatefulSet's pods running while the set is replaced."""
+        options = k8s.V1DeleteOptions(grace_period_seconds=grace_period_seconds, propagation_policy=propagation_policy)
         try:
             if kind in CUSTOM_PLURALS:
                 await self._call(kind, "delete", namespace, name)

@@ -31,6 +31,10 @@ LABEL_CLUSTER = "kopfka.io/cluster"
 LABEL_ROLE = "kopfka.io/role"
 LABEL_VOLUME = "kopfka.io/volume"
 LABEL_CONFIG_REVISION = "kopfka.io/config-revision"
+# Node topology labels the API server copies onto pods (PodTopologyLabelsAdmission), so a pod
+# can read its own rack through the downward API without access to Node objects.
+ZONE_LABEL = "topology.kubernetes.io/zone"
+REGION_LABEL = "topology.kubernetes.io/region"
 # Voters' cluster-info key (a file in CLUSTER_INFO_DIR) present once the quorum has formed.
 QUORUM_FORMED_KEY = "quorum.formed"
 

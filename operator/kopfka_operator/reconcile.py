@@ -9,17 +9,20 @@ creation falls back to POST.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import hashlib
 import json
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from .ids import initial_controllers, new_kafka_uuid
 from .kube import ApiError, KubeApi
 from .manifests import Cluster, Manifest, build_children, config_map
 from .manifests.config import CLUSTER_ID_KEY, INITIAL_CONTROLLERS_KEY
+from .manifests.statefulset import METADATA_VOLUME_ANNOTATION
 from .naming import (
     LABEL_CLUSTER,
     LABEL_CONFIG_REVISION,
@@ -34,8 +37,6 @@ from .status import Observed, build_status
 
 HASH_ANNOTATION = "kopfka.io/applied-hash"
 FIELD_MANAGER = MANAGED_BY
-# StatefulSet fields the API server refuses to change; a difference is reported, not applied.
-STS_IMMUTABLE = ("selector", "serviceName", "podManagementPolicy", "volumeClaimTemplates")
 
 log = logging.getLogger(__name__)
 
@@ -59,26 +60,69 @@ def contains(actual: Any, desired: Any) -> bool:
     return bool(actual == desired)
 
 
-def _claims_summary(sts: Mapping[str, Any]) -> list[tuple[str, str, str | None]]:
-    return [
-        (
-            (vct.get("metadata") or {}).get("name", ""),
+def _claims(sts: Mapping[str, Any]) -> dict[str, tuple[str, str | None]]:
+    """Claim template name -> (size, storage class)."""
+    return {
+        (vct.get("metadata") or {}).get("name", ""): (
             str(((vct.get("spec") or {}).get("resources") or {}).get("requests", {}).get("storage")),
             (vct.get("spec") or {}).get("storageClassName"),
         )
         for vct in (sts.get("spec") or {}).get("volumeClaimTemplates") or []
-    ]
+    }
 
 
-def immutable_drift(desired: Mapping[str, Any], existing: Mapping[str, Any]) -> str | None:
-    """Why a rendered StatefulSet cannot be applied as is (its storage changed), or None."""
-    if _claims_summary(desired) != _claims_summary(existing):
-        return (
-            f"StatefulSet {desired['metadata']['name']}: JBOD volumes changed from "
-            f"{_claims_summary(existing)} to {_claims_summary(desired)}; volumeClaimTemplates are "
-            "immutable, the storage change is not applied"
-        )
+@dataclass(frozen=True)
+class StorageChange:
+    """How a StatefulSet's JBOD volumes differ between what runs and what the spec wants."""
+
+    name: str
+    added: tuple[str, ...]
+    removed: tuple[str, ...]
+    resized: tuple[str, ...]
+    metadata_moved: bool
+
+    @property
+    def add_only(self) -> bool:
+        return bool(self.added) and not (self.removed or self.resized or self.metadata_moved)
+
+    def refusal(self) -> str:
+        parts = []
+        if self.removed:
+            parts.append(f"removing {', '.join(self.removed)} needs their replicas moved to the other disks first")
+        if self.resized:
+            parts.append(f"{', '.join(self.resized)} changed size or storage class (claims are immutable)")
+        if self.metadata_moved:
+            parts.append("kraftMetadata moved to another volume (the metadata log would be left behind)")
+        return f"StatefulSet {self.name}: storage change refused as a whole: " + "; ".join(parts)
+
+
+def storage_change(desired: Mapping[str, Any], existing: Mapping[str, Any]) -> StorageChange | None:
+    want, have = _claims(desired), _claims(existing)
+    want_meta = ((desired.get("metadata") or {}).get("annotations") or {}).get(METADATA_VOLUME_ANNOTATION)
+    have_meta = ((existing.get("metadata") or {}).get("annotations") or {}).get(METADATA_VOLUME_ANNOTATION)
+    change = StorageChange(
+        desired["metadata"]["name"],
+        tuple(sorted(set(want) - set(have))),
+        tuple(sorted(set(have) - set(want))),
+        tuple(sorted(n for n in set(want) & set(have) if want[n] != have[n])),
+        have_meta is not None and want_meta != have_meta,
+    )
+    if change.added or change.removed or change.resized or change.metadata_moved:
+        return change
     return None
+
+
+async def _recreate_orphaning_pods(api: KubeApi, body: Manifest) -> None:
+    """A StatefulSet's claim templates are immutable: delete the set but not its pods (Orphan),
+    create it again with the new templates; the running pods are adopted, stale against the new
+    template, and the roller restarts them one at a time, each getting its new claim."""
+    meta = body["metadata"]
+    await api.delete("StatefulSet", meta["namespace"], meta["name"], propagation_policy="Orphan")
+    for _ in range(300):
+        if await api.get("StatefulSet", meta["namespace"], meta["name"]) is None:
+            break
+        await asyncio.sleep(0.1)
+    await api.create(meta["namespace"], body)
 
 
 async def apply_child(api: KubeApi, desired: Manifest) -> tuple[str, str | None]:
@@ -87,23 +131,23 @@ async def apply_child(api: KubeApi, desired: Manifest) -> tuple[str, str | None]
     kind, ns, name = desired["kind"], meta["namespace"], meta["name"]
     body = copy.deepcopy(desired)
     existing = await api.get(kind, ns, name)
-    warning = None
-    if existing is not None and kind == "StatefulSet":
-        warning = immutable_drift(desired, existing)
-        if warning:  # keep what the server has for the fields it will not change
-            for key in STS_IMMUTABLE:
-                if key in existing.get("spec", {}):
-                    body["spec"][key] = existing["spec"][key]
     digest = manifest_hash(body)
     body["metadata"].setdefault("annotations", {})[HASH_ANNOTATION] = digest
     if existing is None:
         await api.create(ns, body)
-        return "created", warning
+        return "created", None
+    if kind == "StatefulSet":
+        change = storage_change(desired, existing)
+        if change is not None and change.add_only:
+            await _recreate_orphaning_pods(api, body)
+            return f"recreated with volume(s) {', '.join(change.added)} (pods kept)", None
+        if change is not None:
+            return "unchanged", change.refusal()  # never half-applied
     annotations = (existing.get("metadata") or {}).get("annotations") or {}
     if annotations.get(HASH_ANNOTATION) == digest and contains(existing, body):
-        return "unchanged", warning
+        return "unchanged", None
     await api.apply(kind, ns, name, body, FIELD_MANAGER)
-    return "updated", warning
+    return "updated", None
 
 
 async def ensure_ids(api: KubeApi, body: Mapping[str, Any], spec: ClusterSpec) -> tuple[str, str]:
@@ -233,9 +277,9 @@ def storage_warnings(body: Mapping[str, Any], spec: ClusterSpec, observed: Obser
     warnings = []
     for child in build_children(cluster):
         if child["kind"] == "StatefulSet" and child["metadata"]["name"] in observed.stateful_sets:
-            drift = immutable_drift(child, observed.stateful_sets[child["metadata"]["name"]])
-            if drift:
-                warnings.append(("StorageChangeNotApplied", drift))
+            change = storage_change(child, observed.stateful_sets[child["metadata"]["name"]])
+            if change is not None and not change.add_only:
+                warnings.append(("StorageChangeRefused", change.refusal()))
     return warnings
 
 
@@ -262,7 +306,7 @@ async def reconcile(api: KubeApi, body: Mapping[str, Any], default_image: str | 
         if outcome != "unchanged":
             log.info("%s %s/%s %s", child["kind"], meta["namespace"], child["metadata"]["name"], outcome)
         if warning:
-            warnings.append(("StorageChangeNotApplied", warning))
+            warnings.append(("StorageChangeRefused", warning))
     await prune_config_revisions(api, meta["namespace"], meta["name"])
     return await refresh_status(
         api,

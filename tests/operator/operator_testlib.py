@@ -255,7 +255,9 @@ class Emulator(kmock.KubernetesEmulator):
             await bus.unmark(mark)
 
 
-def run_script(tmp_path: pathlib.Path, script: str, pod: str, formed: pathlib.Path | None = None) -> list[str]:
+def run_script(
+    tmp_path: pathlib.Path, script: str, pod: str, formed: pathlib.Path | None = None, **extra_env: str
+) -> list[str]:
     """Run a rendered container script with a fake `kopfka` that prints its arguments."""
     fake = tmp_path / "kopfka"
     fake.write_text('#!/bin/sh\nfor a in "$@"; do printf "%s\\n" "$a"; done\n')
@@ -263,5 +265,6 @@ def run_script(tmp_path: pathlib.Path, script: str, pod: str, formed: pathlib.Pa
     env = {"PATH": f"{tmp_path}:{os.environ['PATH']}", "POD_NAME": pod, "POD_NAMESPACE": "ns"}
     # The quorum-formed mark: absent unless given (never the host's /etc/kopfka).
     env["KOPFKA_QUORUM_FORMED_FILE"] = str(formed or tmp_path / "no-such-mark")
+    env.update(extra_env)
     proc = subprocess.run(["/bin/sh", "-c", script], env=env, capture_output=True, text=True, check=True)
     return proc.stdout.splitlines()

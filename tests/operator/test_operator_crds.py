@@ -62,7 +62,7 @@ def test_kafkacluster_crd_shape() -> None:
     assert crd["spec"]["group"] == "kopfka.io" and version["name"] == "v1alpha1"
     assert version["subresources"]["scale"] == {
         "specReplicasPath": ".spec.brokers.replicas",
-        "statusReplicasPath": ".status.brokers.replicas",
+        "statusReplicasPath": ".status.brokers.readyReplicas",  # what runs (HPA, kubectl scale)
         "labelSelectorPath": ".status.brokers.selector",
     }
     assert "status" in version["subresources"]

@@ -387,3 +387,53 @@ async def _sts_replicas(api: KubeApi, name: str, replicas: int) -> bool:
 
 async def _gone(api: KubeApi, kind: str, name: str) -> bool:
     return await api.get(kind, NS, name) is None
+
+
+def _claim_names(sts: dict[str, Any]) -> list[str]:
+    return [v["metadata"]["name"] for v in sts["spec"]["volumeClaimTemplates"]]
+
+
+async def test_storage_changes_are_all_or_nothing_and_an_added_volume_recreates_the_set(
+    k8s: Any, api: KubeApi, operator: None
+) -> None:
+    await api.create(NS, cluster_body())
+    before = await eventually(lambda: api.get("StatefulSet", NS, "demo-broker"))
+    assert _claim_names(before) == ["data-0", "data-1", "data-2"]
+    volumes = cluster_body()["spec"]["brokers"]["storage"]["volumes"]
+
+    # Removing a disk with data on it: refused as a whole, the set untouched (no half-applied
+    # pod template mounting what no claim provides), the reason in status.
+    await api.patch("KafkaCluster", NS, "demo", {"spec": {"brokers": {"storage": {"volumes": volumes[:2]}}}})
+    cluster = await eventually(lambda: _condition_is(api, "demo", "Warning", "True"))
+    warning = condition(cluster["status"], "Warning")
+    assert warning["reason"] == "StorageChangeRefused" and "removing data-2" in warning["message"]
+    assert (await get(api, "StatefulSet", "demo-broker"))["spec"] == before["spec"]
+
+    # Moving kraftMetadata is refused too.
+    moved = [
+        dict(volumes[0], kraftMetadata=True),
+        {k: v for k, v in volumes[1].items() if k != "kraftMetadata"},
+        volumes[2],
+    ]
+    await api.patch("KafkaCluster", NS, "demo", {"spec": {"brokers": {"storage": {"volumes": moved}}}})
+    cluster = await eventually(lambda: _warning_says(api, "kraftMetadata moved"))
+    assert (await get(api, "StatefulSet", "demo-broker"))["spec"] == before["spec"]
+
+    # Adding a disk: the set is re-created (pods orphaned, not deleted) with the new claim template.
+    added = [*volumes, {"id": 3, "size": "5Gi"}]
+    await api.patch("KafkaCluster", NS, "demo", {"spec": {"brokers": {"storage": {"volumes": added}}}})
+    after = await eventually(lambda: _sts_with_claims(api, "demo-broker", 4))
+    assert _claim_names(after) == ["data-0", "data-1", "data-2", "data-3"]
+    deletes = [w for w in k8s.writes if w[0] == "DELETE" and w[1] == "statefulsets"]
+    assert deletes and all(w[2] == "demo-broker" for w in deletes)
+    await eventually(lambda: _condition_is(api, "demo", "Warning", "False"))
+
+
+async def _warning_says(api: KubeApi, text: str) -> dict[str, Any] | None:
+    cluster = await api.get("KafkaCluster", NS, "demo")
+    return cluster if cluster and text in condition(cluster.get("status") or {}, "Warning").get("message", "") else None
+
+
+async def _sts_with_claims(api: KubeApi, name: str, count: int) -> dict[str, Any] | None:
+    sts = await api.get("StatefulSet", NS, name)
+    return sts if sts and len(sts["spec"].get("volumeClaimTemplates") or []) == count else None

@@ -205,8 +205,17 @@ def test_serve_script_overrides_per_pod(tmp_path: pathlib.Path) -> None:
         "--override",
         f"advertised.listeners=CLIENT://{host}:9092,INTERNAL_2://{host}:9094,REPLICATION://{host}:9091",
     ]
+    # broker.rack from the node's zone label (the downward API env), when the pod has one
+    args_in_zone = run_script(tmp_path, serve_script(cluster, broker), "demo-broker-4", KOPFKA_RACK="zone-b")
+    assert args_in_zone == [*args, "--override", "broker.rack=zone-b"]
+    env = next(
+        c for c in _by(build_children(cluster), "StatefulSet", "demo-broker")["spec"]["template"]["spec"]["containers"]
+    )["env"]
+    rack_env = next(e for e in env if e["name"] == "KOPFKA_RACK")
+    assert rack_env["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.labels['topology.kubernetes.io/zone']"
     args = run_script(tmp_path, serve_script(cluster, controller), "demo-controller-0")
     assert "node.id=1000" in args
+    assert not any(a.startswith("broker.rack") for a in args)
     assert "advertised.listeners=CONTROLLER://demo-controller-0.demo-controller.ns.svc:9093" in args
 
 

@@ -94,10 +94,20 @@ def format_script(cluster: Cluster, pool: Pool) -> str:
 
 
 def serve_script(cluster: Cluster, pool: Pool) -> str:
-    return _preamble(cluster, pool) + (
-        f"exec kopfka serve --config {CONFIG_FILE} "
-        f'--override "node.id=$node_id" '
-        f'--override "advertised.listeners={advertised_listeners_template(cluster, pool)}"\n'
+    rack = ""
+    if pool.is_broker and cluster.spec.rack_topology_key:
+        # the node's topology label, copied onto the pod at scheduling (downward API env)
+        rack = 'if [ -n "${KOPFKA_RACK:-}" ]; then set -- --override "broker.rack=$KOPFKA_RACK"; else set --; fi\n'
+    return (
+        _preamble(cluster, pool)
+        + rack
+        + (
+            f"exec kopfka serve --config {CONFIG_FILE} "
+            f'--override "node.id=$node_id" '
+            f'--override "advertised.listeners={advertised_listeners_template(cluster, pool)}"'
+            + (' "$@"' if rack else "")
+            + "\n"
+        )
     )
 
 
@@ -123,12 +133,21 @@ def _security_context() -> dict[str, Any]:
 def _containers(cluster: Cluster, pool: Pool) -> tuple[list[Manifest], list[Manifest]]:
     spec = cluster.spec
 
+    env = copy.deepcopy(POD_INFO_ENV)
+    if pool.is_broker and spec.rack_topology_key:
+        env.append(
+            {
+                "name": "KOPFKA_RACK",
+                "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{spec.rack_topology_key}']"}},
+            }
+        )
+
     def common() -> dict[str, Any]:
         """Fresh dicts per container: the two must not alias each other's lists."""
         return {
             "image": spec.image,
             "imagePullPolicy": spec.image_pull_policy,
-            "env": copy.deepcopy(POD_INFO_ENV),
+            "env": copy.deepcopy(env),
             "volumeMounts": _mounts(pool),
             "securityContext": _security_context(),
         }
@@ -260,6 +279,10 @@ def pod_template(cluster: Cluster, pool: Pool) -> Manifest:
     }
 
 
+# Which volume holds the metadata log (metadata.log.dir): moving it is a storage change.
+METADATA_VOLUME_ANNOTATION = "kopfka.io/metadata-volume"
+
+
 def pod_hash(template: Manifest) -> str:
     """The desired state of a pod: a hash of its whole template (image, env, resources, volumes,
     the static-config revision, ...) except this very annotation. Stamped on the template, so
@@ -273,10 +296,12 @@ def stateful_set(cluster: Cluster, pool: Pool) -> Manifest:
     name = pool_name(cluster.name, pool.role)
     template = pod_template(cluster, pool)
     template["metadata"]["annotations"][POD_HASH_ANNOTATION] = pod_hash(template)
+    meta = metadata(cluster, name, pool)
+    meta["annotations"] = {METADATA_VOLUME_ANNOTATION: str(pool.metadata_volume.id)}
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
-        "metadata": metadata(cluster, name, pool),
+        "metadata": meta,
         "spec": {
             "replicas": pool.replicas,
             "serviceName": name,
