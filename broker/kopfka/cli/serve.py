@@ -95,11 +95,16 @@ def run(args: argparse.Namespace) -> int:
     if embedded:
         format_embedded(config)
     from kopfka.log.log_manager import LogDirLockedError
+    from kopfka.metrics.broker_metrics import BrokerMetrics
+    from kopfka.metrics.load import IdleClock, timed_loop_factory
     from kopfka.server.kafka_server import KafkaServer, StartupError
 
     server = KafkaServer(config)
+    network_idle = IdleClock(records_idle=True)  # the event loop's select() time, on /metrics
+    BrokerMetrics.for_registry().network_idle = network_idle
     try:
-        asyncio.run(server.run_until_signalled())
+        with asyncio.Runner(loop_factory=timed_loop_factory(network_idle)) as runner:
+            runner.run(server.run_until_signalled())
     except (StartupError, LogDirLockedError) as exc:
         print(f"kopfka serve: {exc}", file=sys.stderr)
         return 1

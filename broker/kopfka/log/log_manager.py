@@ -66,11 +66,22 @@ __all__ = [
     "REPLICATION_OFFSET_CHECKPOINT_FILE",
     "LogDirLockedError",
     "LogManager",
+    "disk_usage",
 ]
 
 
 class LogDirLockedError(Exception):
     pass
+
+
+def disk_usage(log_dir: Path) -> tuple[int, int]:
+    """(total, usable) bytes of the filesystem holding a log dir, as KIP-827 reports them
+    (usable: what an unprivileged writer may still use); (-1, -1) when it cannot be read."""
+    try:
+        du = shutil.disk_usage(log_dir)
+        return du.total, du.free
+    except OSError:
+        return -1, -1
 
 
 def _now_ms() -> int:

@@ -20,6 +20,9 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, d
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from kopfka.log.log_manager import disk_usage
+from kopfka.metrics.load import IdleClock
+
 LATENCY_BUCKETS_MS = (0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
 _BATCH_LEN = struct.Struct(">i")
 _REQUEST_NAMES: dict[int, str] = {}
@@ -128,6 +131,9 @@ class BrokerMetrics:
             ["listener", "reason"],
             registry=registry,
         )
+        self.handler_idle = IdleClock(records_idle=False)
+        self.network_idle: IdleClock | None = None  # set when the event loop runs an IdleTimedSelector
+        registry.register(LoadCollector(self))
         self._topics: dict[str, _TopicCounters] = {}
         self._requests: dict[tuple[int, int], _RequestCounters] = {}
         self._state: BrokerStateCollector | None = None
@@ -146,7 +152,12 @@ class BrokerMetrics:
             c.bytes_in.inc(len(records))
             c.messages_in.inc(count_records(records))
 
-    def record_request(self, api_key: int, version: int, elapsed_ms: float, failed: bool = False) -> None:
+    def record_request(
+        self, api_key: int, version: int, elapsed_ms: float, failed: bool = False, work_ns: int = 0
+    ) -> None:
+        """One answered request: `elapsed_ms` from arrival to answer, `work_ns` the handler's own
+        time on the event loop (its busy time, for the request handler idle ratio)."""
+        self.handler_idle.add_busy(work_ns)
         c = self._requests.get((api_key, version))
         if c is None:
             c = self._requests[(api_key, version)] = _RequestCounters(self, api_key, version)
@@ -183,6 +194,43 @@ class BrokerMetrics:
             self.registry.register(self._log_state)
         else:
             self._log_state.log_manager = log_manager
+
+
+class LoadCollector(Collector):
+    """Request handler and network processor idle time (kopfka.metrics.load), under the names
+    Strimzi's JMX exporter rules give Kafka's (`..._percent`: a 0-1 ratio over the last 30-60 s),
+    plus cumulative idle-nanosecond counters whose rate / 1e9 is the idle ratio between any two
+    scrapes: Kafka's meter count and its Selector's io-wait-time-ns-total."""
+
+    def __init__(self, metrics: BrokerMetrics) -> None:
+        self.metrics = metrics
+
+    def describe(self) -> list[Any]:
+        return []
+
+    def collect(self) -> Iterator[Any]:
+        yield from _idle_families(
+            self.metrics.handler_idle,
+            "kafka_server_kafkarequesthandlerpool_requesthandleravgidle_percent",
+            "kafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent",
+            "the request handlers were idle",
+        )
+        network = self.metrics.network_idle
+        if network is not None:  # None: the loop has no IdleTimedSelector (an in-process test's broker)
+            yield from _idle_families(
+                network,
+                "kafka_network_socketserver_networkprocessoravgidle_percent",
+                "kafka_server_socket_server_metrics_io_wait_time_ns",
+                "the event loop waited for I/O",
+            )
+
+
+def _idle_families(clock: IdleClock, ratio_name: str, counter_name: str, what: str) -> Iterator[Any]:
+    ratio = GaugeMetricFamily(ratio_name, f"Share of time {what} over the last 30-60 s (0-1)")
+    ratio.add_metric([], clock.ratio())
+    total = CounterMetricFamily(counter_name, f"Time {what} (ns); its rate / 1e9 is the idle ratio")
+    total.add_metric([], clock.idle_ns())
+    yield from (ratio, total)
 
 
 class BrokerStateCollector(Collector):
@@ -364,9 +412,30 @@ class LogManagerCollector(Collector):
         for d in dirs:
             offline.add_metric([d], 0 if d in live else 1)
         yield from (logs_left, segs_left, offline_count, offline)
+        yield from self._capacity(lm)
         cleaner = lm.cleaner
         if cleaner is not None:
             yield from self._cleaner(lm, cleaner)
+
+    def _capacity(self, lm: Any) -> Iterator[Any]:
+        """Each online log dir's filesystem size and usable bytes (KIP-827's TotalBytes and
+        UsableBytes), so that its usage can be watched and autoscaled on."""
+        total = GaugeMetricFamily(
+            "kafka_log_logmanager_logdirectorytotalbytes",
+            "Size of the filesystem holding the log dir (bytes)",
+            labels=["logdirectory"],
+        )
+        usable = GaugeMetricFamily(
+            "kafka_log_logmanager_logdirectoryusablebytes",
+            "Bytes still usable on the filesystem holding the log dir",
+            labels=["logdirectory"],
+        )
+        for d in lm.live_log_dirs:
+            size, free = disk_usage(d)
+            if size >= 0:
+                total.add_metric([str(d)], size)
+                usable.add_metric([str(d)], free)
+        yield from (total, usable)
 
     def _cleaner(self, lm: Any, cleaner: Any) -> Iterator[Any]:
         for name, doc, value in (

@@ -34,12 +34,12 @@ def finish_request(ctx: Any, result: Any, handler_ns: int) -> int:
     """After the handler: metrics, request quota; puts the throttle in `result`; returns mute ms."""
     svc = ctx.services
     metrics = getattr(svc, "metrics", None)
+    spent = getattr(ctx, "work_ns", handler_ns)  # work, not waits (ISR, rebalance, controller)
     if metrics is not None:
-        metrics.record_request(ctx.api_key, ctx.api_version, handler_ns / 1e6)
+        metrics.record_request(ctx.api_key, ctx.api_version, handler_ns / 1e6, work_ns=spent)
     qm: QuotaManagers | None = svc.quota_manager
     throttle = getattr(ctx, "throttle_ms", 0)
     if qm is not None:
-        spent = getattr(ctx, "work_ns", handler_ns)  # work, not waits (ISR, rebalance, controller)
         if ctx.api_key in EXEMPT_APIS:
             qm.request.record_exempt(spent)
         elif qm.request.quota_types_enabled:

@@ -3,11 +3,11 @@ drain a disk by moving replicas to another dir through `-future` logs."""
 
 from __future__ import annotations
 
-import shutil
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from kopfka.log.log_manager import disk_usage
 from kopfka.protocol.api_versions import EXTRA_APIS
 from kopfka.protocol.errors import ErrorCode
 from kopfka.server.apis.registry import api
@@ -16,14 +16,6 @@ from kopfka.server.request_context import RequestContext
 
 EXTRA_APIS.setdefault(34, (1, 2))  # AlterReplicaLogDirs
 EXTRA_APIS.setdefault(35, (1, 5))  # DescribeLogDirs (v5: is_cordoned, KIP-1066)
-
-
-def _usage(d: Path) -> tuple[int, int]:
-    try:
-        du = shutil.disk_usage(d)
-        return du.total, du.free
-    except OSError:
-        return -1, -1
 
 
 @api(35)
@@ -55,7 +47,7 @@ async def handle_describe_log_dirs(ctx: RequestContext, req: Any) -> dict[str, A
     results = []
     offline = lm.failure_channel.offline_dirs
     for d in lm.log_dirs:
-        total, usable = _usage(d)
+        total, usable = disk_usage(d)
         if d in offline or d not in lm.live_log_dirs:
             results.append(
                 {
