@@ -1,13 +1,19 @@
 """Replication benchmark (issue 6), on a real 1-controller + 3-broker cluster of separate processes:
 
   (1) throughput of acks=all to an RF=3 topic (min.insync.replicas=2) vs acks=1 to an RF=1
-      topic, --messages records of --size bytes each with a confluent-kafka producer, as a ratio;
-  (2) p99 end-to-end latency (produce call -> consumer receives) of both at --rate records/s,
-      as a ratio;
+      topic, --messages records of each of --sizes bytes with a confluent-kafka producer, as a
+      ratio;
+  (2) end-to-end latency (produce call -> consumer receives) p50/p99 of both at each of --rates
+      records/s, as a ratio, with each record's time split into stages (benchmarks/
+      stage_breakdown.py, from the brokers' stage stamps) so a regression shows where;
   (3) controlled shutdown: SIGTERM to a broker leading --partitions partitions (RF=3), timed
-      until the process exited (leadership moved to other ISR members first).
+      until the process exited (leadership moved to other ISR members first; 0 skips it).
 
-Usage: python benchmarks/replication.py [--messages 100000] [--size 100] [--rate 2000] [--partitions 100]
+Every figure is printed with the load average at its end: on a shared machine it says how far
+the figure can be trusted.
+
+Usage: python benchmarks/replication.py [--messages 100000] [--sizes 100,1024] [--rates 2000,20000]
+                                        [--partitions 100]
 """
 
 from __future__ import annotations
@@ -24,6 +30,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "repli
 
 from confluent_kafka import Consumer, Producer
 from harness import broker, create_topic, describe, new_cluster, wait_full_isr
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import cpu_wait
+import hop_floor
+import stage_breakdown
+
+Row = tuple[float, float, int, int]  # produce call, received (perf_counter), partition, offset
+
+
+def load() -> str:
+    return "load " + " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 def throughput(bootstrap: str, topic: str, acks: str, n: int, size: int) -> float:
@@ -47,7 +65,8 @@ def throughput(bootstrap: str, topic: str, acks: str, n: int, size: int) -> floa
     return n / (time.perf_counter() - t0)
 
 
-def e2e_p99(bootstrap: str, topic: str, acks: str, rate: int, seconds: float) -> tuple[float, float]:
+def e2e_rows(bootstrap: str, topic: str, acks: str, rate: int, seconds: float) -> list[Row]:
+    """Produce at `rate` for `seconds` (linger 0) and consume: one row per record received."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"lat-{topic}-{time.time_ns()}",
                   "auto.offset.reset": "latest", "fetch.wait.max.ms": 100})
     c.subscribe([topic])
@@ -55,14 +74,15 @@ def e2e_p99(bootstrap: str, topic: str, acks: str, rate: int, seconds: float) ->
     while not c.assignment() and time.monotonic() < deadline:
         c.poll(0.1)
     time.sleep(1)
-    lat: list[float] = []
+    rows: list[Row] = []
     done = threading.Event()
 
     def consume() -> None:
         while not done.is_set():
             m = c.poll(0.1)
             if m is not None and not m.error() and m.value() and m.value() != b"warm-up":
-                lat.append(time.perf_counter() - struct.unpack(">d", m.value()[:8])[0])
+                now = time.perf_counter()
+                rows.append((struct.unpack(">d", m.value()[:8])[0], now, m.partition(), m.offset()))
 
     th = threading.Thread(target=consume)
     th.start()
@@ -85,23 +105,41 @@ def e2e_p99(bootstrap: str, topic: str, acks: str, rate: int, seconds: float) ->
     done.set()
     th.join()
     c.close()
-    lat.sort()
+    return rows
+
+
+def latency(c: object, boot: str, topic: str, acks: str, rate: int, seconds: float) -> tuple[float, float, str]:
+    """(p50 ms, p99 ms, the stage table) of one fixed-rate run."""
+    http = [f"{b.host}:{b.http_port}" for b in c.brokers if b.alive]  # type: ignore[attr-defined]
+    pids = {f"{n.role} {n.node_id}": n.proc.pid for n in c.nodes if n.alive}  # type: ignore[attr-defined]
+    stage_breakdown.clear(http)
+    before = cpu_wait.snapshot(pids)
+    rows = e2e_rows(boot, topic, acks, rate, seconds)
+    after = cpu_wait.snapshot(pids)
+    trace = stage_breakdown.collect(http)
+    lat = sorted(r[1] - r[0] for r in rows)
     if not lat:
-        return float("nan"), float("nan")
-    return lat[len(lat) // 2] * 1000, lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000
+        return float("nan"), float("nan"), ""
+    stages = stage_breakdown.split(trace, topic, rows)
+    table = stage_breakdown.table(stages, f"acks={acks} {topic} at {rate} rec/s")
+    table += "\n" + stage_breakdown.stall_table(trace, seconds)
+    table += "\n" + cpu_wait.table(before, after, seconds)
+    return stage_breakdown.quantile(lat, 0.5) * 1000, stage_breakdown.quantile(lat, 0.99) * 1000, table
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--messages", type=int, default=100_000)
-    ap.add_argument("--size", type=int, default=100)
-    ap.add_argument("--rate", type=int, default=2000)
+    ap.add_argument("--sizes", default="100,1024", help="record sizes for the throughput ratio")
+    ap.add_argument("--rates", default="2000,20000", help="records/s of the latency runs")
     ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--rounds", type=int, default=1, help="alternate the RF=3 and RF=1 latency runs this often")
     ap.add_argument("--partitions", type=int, default=100)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         c = new_cluster(Path(tmp), 3, {"replica.lag.time.max.ms": "10000", "broker.session.timeout.ms": "9000",
-                                       "auto.leader.rebalance.enable": "false"})
+                                       "auto.leader.rebalance.enable": "false",
+                                       "internal.replication.trace.enable": "true"})
         c.start()
         try:
             boot = c.bootstrap()
@@ -109,18 +147,28 @@ def main() -> None:
             create_topic(c, "rf1", 3, 1, configs={"min.insync.replicas": "1"})
             wait_full_isr(c, "rf3")
             wait_full_isr(c, "rf1")
-            t3 = throughput(boot, "rf3", "all", args.messages, args.size)
-            t1 = throughput(boot, "rf1", "1", args.messages, args.size)
-            print(f"throughput  acks=all RF=3: {t3:10.0f} rec/s ({t3 * args.size / 1e6:.1f} MB/s)")
-            print(f"throughput  acks=1   RF=1: {t1:10.0f} rec/s ({t1 * args.size / 1e6:.1f} MB/s)")
-            print(f"throughput ratio RF=3/RF=1: {t3 / t1:.2f}")
-            m3, p3 = e2e_p99(boot, "rf3", "all", args.rate, args.seconds)
-            m1, p1 = e2e_p99(boot, "rf1", "1", args.rate, args.seconds)
-            print(f"e2e latency acks=all RF=3: p50 {m3:.1f} ms, p99 {p3:.1f} ms  (at {args.rate} rec/s)")
-            print(f"e2e latency acks=1   RF=1: p50 {m1:.1f} ms, p99 {p1:.1f} ms")
-            print(f"p99 latency ratio RF=3/RF=1: {p3 / p1:.2f}")
+            for size in (int(x) for x in args.sizes.split(",") if x):
+                t3 = throughput(boot, "rf3", "all", args.messages, size)
+                print(f"throughput  acks=all RF=3, {size} B: {t3:10.0f} rec/s ({t3 * size / 1e6:.1f} MB/s)  ({load()})")
+                t1 = throughput(boot, "rf1", "1", args.messages, size)
+                print(f"throughput  acks=1   RF=1, {size} B: {t1:10.0f} rec/s ({t1 * size / 1e6:.1f} MB/s)  ({load()})")
+                print(f"throughput ratio RF=3/RF=1, {size} B: {t3 / t1:.2f}", flush=True)
+            for rate in (int(x) for x in args.rates.split(",") if x):
+                for _ in range(args.rounds):
+                    f50, f99 = hop_floor.measure(rate, min(args.seconds, 5.0))
+                    print(f"hop floor (two asyncio processes, loopback) at {rate}/s: p50 {f50:.2f} ms, "
+                          f"p99 {f99:.2f} ms  ({load()})")
+                    m3, p3, s3 = latency(c, boot, "rf3", "all", rate, args.seconds)
+                    print(f"e2e latency acks=all RF=3 at {rate} rec/s: p50 {m3:.1f} ms, p99 {p3:.1f} ms  ({load()})")
+                    print(s3)
+                    m1, p1, s1 = latency(c, boot, "rf1", "1", rate, args.seconds)
+                    print(f"e2e latency acks=1   RF=1 at {rate} rec/s: p50 {m1:.1f} ms, p99 {p1:.1f} ms  ({load()})")
+                    print(s1)
+                    print(f"p99 latency ratio RF=3/RF=1 at {rate} rec/s: {p3 / p1:.2f}", flush=True)
 
             n = args.partitions
+            if n <= 0:
+                return
             create_topic(c, "lead", configs={"min.insync.replicas": "2"},
                          assignments={p: [0, 1 + p % 2, 2 - p % 2] for p in range(n)})
             wait_full_isr(c, "lead", 120)

@@ -2,7 +2,8 @@
 
 /healthz answers as long as the event loop runs (liveness, also during log recovery);
 /readyz answers 200 only in the RUNNING lifecycle state; /metrics serves prometheus-client's
-registry.
+registry; /debug/replication-trace the stage stamps of kopfka.server.replication_trace (only
+when that benchmark-only trace is enabled).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from collections.abc import Callable
 from aiohttp import web
 from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from kopfka.server.replication_trace import TRACE
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +32,8 @@ class HealthServer:
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/metrics", self._metrics)
+        if TRACE.enabled:
+            app.router.add_get("/debug/replication-trace", self._replication_trace)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port)
@@ -46,6 +51,9 @@ class HealthServer:
 
     async def _metrics(self, _: web.Request) -> web.Response:
         return web.Response(body=generate_latest(REGISTRY), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def _replication_trace(self, _: web.Request) -> web.Response:
+        return web.json_response(TRACE.take())
 
     async def stop(self) -> None:
         if self._runner is not None:

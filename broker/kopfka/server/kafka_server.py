@@ -39,6 +39,7 @@ from kopfka.server.health import HealthServer
 from kopfka.server.network import KafkaNetworkServer
 from kopfka.server.producer_id_manager import ProducerIdManager
 from kopfka.server.replica_manager import ReplicaManager
+from kopfka.server.replication_trace import TRACE
 from kopfka.server.scheduler import KafkaScheduler
 
 log = logging.getLogger(__name__)
@@ -124,6 +125,8 @@ class KafkaServer:
         cfg = self.config
         self._load_security()  # config mistakes first: they name the key to fix
         cluster_id = self._check_formatted()
+        if str(cfg.originals.get("internal.replication.trace.enable", "")).lower() == "true":
+            TRACE.enable(self.node_id)  # benchmark-only stage stamps (benchmarks/replication.py)
         http = cfg["kopfka.http.listener"]
         if http:
             host, _, port = http.rpartition(":")

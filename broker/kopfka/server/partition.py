@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kopfka.protocol.errors import ErrorCode
+from kopfka.server.replication_trace import TRACE
 from kopfka.storage.unified_log import UnifiedLog
 
 
@@ -157,6 +158,8 @@ class Partition:
             st.last_caught_up_time = now
         elif fetch_offset >= st.last_fetch_leader_leo >= 0:
             st.last_caught_up_time = max(st.last_caught_up_time, st.last_fetch_time)
+        if TRACE.enabled and fetch_offset > st.log_end_offset:
+            TRACE.mark("ack", self.topic, self.partition, st.log_end_offset, fetch_offset, replica_id)
         st.log_end_offset = fetch_offset
         st.last_fetch_leader_leo = leo
         st.last_fetch_time = now
@@ -227,8 +230,11 @@ class Partition:
             if st is None or st.log_end_offset < 0:
                 return False
             hw = min(hw, st.log_end_offset)
-        if self.log.maybe_increment_high_watermark(hw) is None:
+        old = self.log.maybe_increment_high_watermark(hw)
+        if old is None:
             return False
+        if TRACE.enabled:
+            TRACE.mark("hw", self.topic, self.partition, old, hw)
         self.notify()
         self.check_produce_waiters()
         return True

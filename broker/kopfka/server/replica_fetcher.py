@@ -28,6 +28,7 @@ from kopfka.protocol.records import LOG_OVERHEAD, iter_batches
 from kopfka.quota.stats import MetricConfig, Sensor
 from kopfka.security.client import ClientSecurity
 from kopfka.security.listeners import inter_broker_listener
+from kopfka.server.replication_trace import TRACE
 from kopfka.timeouts import wait_quietly
 
 if TYPE_CHECKING:
@@ -212,6 +213,7 @@ class ReplicaFetcher:
         self._wake = asyncio.Event()
         self.conn: KafkaConnection | None = None
         self._stopped = False
+        self._received = 0.0  # when the last response arrived (replication trace)
         self.task = asyncio.get_running_loop().create_task(self._run(), name=f"ReplicaFetcher-{fetcher_id}-{leader_id}")
 
     def add(self, tp: TopicPartition) -> None:
@@ -328,6 +330,7 @@ class ReplicaFetcher:
             "rack_id": "",
         }
         resp = await conn.request(1, FETCH_VERSION, body, timeout=self.max_wait_ms / 1000 + self.request_timeout_s)
+        self._received = time.perf_counter() if TRACE.enabled else 0.0
         if resp.error_code != ErrorCode.none:
             raise KafkaError(resp.error_code, f"fetch from {self.leader_id} failed: {resp.error_code.name}")
         for t in resp.responses:
@@ -375,7 +378,9 @@ class ReplicaFetcher:
                 return
             records = _whole_batches(p.records) if p.records else b""
             if records:
-                ulog.append_as_follower(records)
+                info = ulog.append_as_follower(records)
+                if TRACE.enabled:
+                    TRACE.mark("follower_append", tp[0], tp[1], info.first_offset, info.last_offset + 1, self._received)
                 if self.manager.is_follower_throttled(tp):
                     self.manager.follower_quota.record(len(records))
             hw = min(int(p.high_watermark), ulog.log_end_offset)

@@ -18,6 +18,7 @@ from kopfka.server.apis.registry import RawResponse, api
 from kopfka.server.auth_helper import AclOperation, ResourceType, authorize_cluster, authorized_names
 from kopfka.server.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, CachedPartition
 from kopfka.server.replica_manager import FetchPartitionData, FetchRequestPartition
+from kopfka.server.replication_trace import TRACE
 from kopfka.server.request_context import RequestContext
 
 
@@ -121,6 +122,8 @@ async def _handle_follower_fetch(ctx: RequestContext, req: Any, replica_id: int,
         min_bytes=req.min_bytes,
         max_wait_ms=_ms(req.max_wait),
     )
+    if TRACE.enabled:
+        _trace_follower(svc.replica_manager, reads, results, replica_id)
     topics: list[FetchTopicOut] = []
     by_topic: dict[tuple[str, str | None], FetchTopicOut] = {}
     for p in requested:
@@ -249,6 +252,8 @@ async def handle_fetch(ctx: RequestContext, req: Any) -> RawResponse:
             tout = FetchTopicOut(p.topic, uuids.from_str(p.topic_id) if p.topic_id else None)
             by_topic[tkey] = tout
             topics.append(tout)
+        if TRACE.enabled and data.size > 0:
+            TRACE.mark("consumer_out", p.topic, p.partition, p.fetch_offset, data.high_watermark)
         if data.error == ErrorCode.none:
             out = FetchPartitionOut(
                 p.partition,
@@ -275,6 +280,15 @@ async def handle_fetch(ctx: RequestContext, req: Any) -> RawResponse:
         version, ctx.correlation_id, topics, session_id=resp_session_id, throttle_time_ms=ctx.throttle_ms
     )
     return RawResponse(chunks, size)
+
+
+def _trace_follower(rm: Any, reads: list[FetchRequestPartition], results: dict[Any, Any], replica_id: int) -> None:
+    """The records answered: from the fetch offset up to the LEO at the read (same loop step)."""
+    for r in reads:
+        data = results.get(r.tp)
+        part = rm.partitions.get(r.tp)
+        if data is not None and data.size > 0 and part is not None:
+            TRACE.mark("fetch_out", r.tp[0], r.tp[1], r.fetch_offset, part.log.log_end_offset, replica_id)
 
 
 REFUSED = FetchPartitionData(ErrorCode.topic_authorization_failed)

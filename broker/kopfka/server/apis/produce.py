@@ -6,6 +6,7 @@ refreshes its metadata — Kafka's behaviour, since there is no response to carr
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from kopfka import uuids
@@ -15,6 +16,7 @@ from kopfka.quota.throttling import produce_throttle_ms
 from kopfka.server.apis.registry import DeferredResponse, api
 from kopfka.server.auth_helper import AclOperation, ResourceType, authorize, authorized_names
 from kopfka.server.delayed_produce import complete_waits, register_waits
+from kopfka.server.replication_trace import TRACE
 from kopfka.server.request_context import RequestContext
 
 
@@ -47,6 +49,7 @@ def _refuse_all(req: Any, code: ErrorCode) -> list[dict[str, Any]]:
 
 @api(0)
 async def handle_produce(ctx: RequestContext, req: Any) -> dict[str, Any] | DeferredResponse | None:
+    started = time.perf_counter() if TRACE.enabled else 0.0
     svc = ctx.services
     image = ctx.image
     acks = req.acks
@@ -98,6 +101,8 @@ async def handle_produce(ctx: RequestContext, req: Any) -> dict[str, Any] | Defe
     if req.transactional_id is not None and entries and svc.config["transaction.partition.verification.enable"]:
         guards = await _verify_transaction(ctx, req.transactional_id, entries, slots)
     results = svc.replica_manager.append_records(entries, acks, verification_guards=guards) if entries else {}
+    if TRACE.enabled:
+        _trace(results, "append", started)
 
     def respond() -> dict[str, Any] | None:
         produce_throttle_ms(ctx, entries, results)
@@ -116,6 +121,8 @@ async def handle_produce(ctx: RequestContext, req: Any) -> dict[str, Any] | Defe
                     "error_message": r.message,
                 }
             )
+        if TRACE.enabled and acks == -1:
+            _trace(results, "produce_done")
         if acks == 0:
             if failed or refused:
                 raise CloseConnection("acks=0 produce failed")
@@ -184,6 +191,12 @@ async def _verify_transaction(
                 slot.update(_partition_error(index, failed[tp], why))
         slots[:] = [s for s in slots if s[2] not in failed]
     return guards
+
+
+def _trace(results: dict[tuple[str, int], Any], stage: str, extra: float = -1.0) -> None:
+    for (topic, partition), r in results.items():
+        if r.error == ErrorCode.none and r.last_offset >= r.base_offset >= 0:
+            TRACE.mark(stage, topic, partition, r.base_offset, r.last_offset + 1, extra)
 
 
 def _topic_name(t: Any, image: Any) -> str | None:

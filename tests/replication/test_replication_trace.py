@@ -1,0 +1,109 @@
+"""The replication stage trace (benchmarks/replication.py's latency breakdown) on a real cluster:
+every acks=all record of an RF=3 partition is stamped at each stage of its path, on the
+leader and on both followers, in causal order; without the benchmark-only key nothing is
+stamped and the endpoint does not exist."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from harness import create_topic, wait_full_isr
+from kopfka.server.health import HealthServer
+from kopfka.server.replication_trace import TRACE
+
+sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
+
+import stage_breakdown
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def _produce_and_consume(bootstrap: str, topic: str, n: int) -> list[tuple[float, float, int, int]]:
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"trace-{time.time_ns()}",
+            "auto.offset.reset": "earliest",
+            "fetch.wait.max.ms": 100,
+        }
+    )
+    c.subscribe([topic])
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0, "enable.idempotence": True})
+    for _ in range(n):
+        p.produce(topic, struct.pack(">d", time.perf_counter()))
+        p.poll(0.002)
+    assert p.flush(30) == 0
+    rows: list[tuple[float, float, int, int]] = []
+    deadline = time.monotonic() + 60
+    while len(rows) < n and time.monotonic() < deadline:
+        m = c.poll(0.2)
+        if m is not None and not m.error():
+            rows.append((struct.unpack(">d", m.value())[0], time.perf_counter(), m.partition(), m.offset()))
+    c.close()
+    return rows
+
+
+def test_every_stage_of_an_acks_all_write_is_stamped_in_order(make_cluster: Any) -> None:
+    c = make_cluster(3, {"internal.replication.trace.enable": "true"})
+    create_topic(c, "traced", 1, 3, configs={"min.insync.replicas": "2"})
+    wait_full_isr(c, "traced")
+    rows = _produce_and_consume(c.bootstrap(), "traced", 200)
+    assert len(rows) == 200
+    trace = stage_breakdown.collect(f"{b.host}:{b.http_port}" for b in c.brokers)
+    assert len(trace.replicas("traced", 0)) == 2  # both followers stamped their appends
+    stages = stage_breakdown.split(trace, "traced", rows)
+    every = [name for name, _ in stage_breakdown.STAGES]
+    for name in every:
+        assert len(stages[name]) == 200, f"stage {name!r} missing for some records"
+    chain = [
+        "leader append",
+        "follower wake-up",
+        "to follower",
+        "follower append",
+        "follower next fetch",
+        "ack→HW",
+        "HW→produce answer",
+        "HW→consumer answer",
+        "to consumer",
+    ]
+    for name in chain:  # the stamps of one record follow its causal order (clock resolution aside)
+        assert min(stages[name]) > -0.01, (name, min(stages[name]))
+    for i in range(200):  # the stages on the consumer's path add up to the end-to-end time
+        path = sum(stages[name][i] for name in every if name not in ("end-to-end", "HW→produce answer"))
+        assert path == pytest.approx(stages["end-to-end"][i], abs=0.01)
+    # taken means forgotten: a second collection has no appends left
+    assert stage_breakdown.collect(f"{b.host}:{b.http_port}" for b in c.brokers).first("append", "traced", 0, 0) is None
+
+
+def test_the_trace_is_off_and_unserved_by_default() -> None:
+    assert not TRACE.enabled  # this process never enabled it
+
+    async def probe(trace_on: bool) -> int:
+        saved = TRACE.enabled
+        TRACE.enabled = trace_on
+        server = HealthServer(lambda: "RUNNING", lambda: True)
+        try:
+            await server.start("127.0.0.1", 0)
+        finally:
+            TRACE.enabled = saved
+        try:
+            url = f"http://127.0.0.1:{server.port}/debug/replication-trace"
+            try:
+                with await asyncio.to_thread(urllib.request.urlopen, url, timeout=5) as r:
+                    return int(r.status)
+            except urllib.error.HTTPError as exc:
+                return int(exc.code)
+        finally:
+            await server.stop()
+
+    assert asyncio.run(probe(False)) == 404
+    assert asyncio.run(probe(True)) == 200
