@@ -10,7 +10,10 @@
       until the process exited (leadership moved to other ISR members first; 0 skips it).
 
 Every figure is printed with the load average at its end: on a shared machine it says how far
-the figure can be trusted.
+the figure can be trusted. Each node runs in a session of its own, as separately started
+servers do (Linux's autogroup scheduler gives every session a share of the CPU: sharing the
+benchmark's session, the four servers and the clients would compete for one share against
+every other session on the machine); --shared-session measures the old way.
 
 Usage: python benchmarks/replication.py [--messages 100000] [--sizes 100,1024] [--rates 2000,20000]
                                         [--partitions 100]
@@ -19,6 +22,7 @@ Usage: python benchmarks/replication.py [--messages 100000] [--sizes 100,1024] [
 from __future__ import annotations
 
 import argparse
+import signal
 import struct
 import sys
 import tempfile
@@ -45,8 +49,16 @@ def load() -> str:
 
 
 def throughput(bootstrap: str, topic: str, acks: str, n: int, size: int) -> float:
-    p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5, "batch.size": 262144,
-                  "enable.idempotence": acks == "all", "queue.buffering.max.messages": 1_000_000})
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": acks,
+            "linger.ms": 5,
+            "batch.size": 262144,
+            "enable.idempotence": acks == "all",
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
     payload = b"x" * size
     for _ in range(1000):
         p.produce(topic, payload)
@@ -67,8 +79,14 @@ def throughput(bootstrap: str, topic: str, acks: str, n: int, size: int) -> floa
 
 def e2e_rows(bootstrap: str, topic: str, acks: str, rate: int, seconds: float) -> list[Row]:
     """Produce at `rate` for `seconds` (linger 0) and consume: one row per record received."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"lat-{topic}-{time.time_ns()}",
-                  "auto.offset.reset": "latest", "fetch.wait.max.ms": 100})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"lat-{topic}-{time.time_ns()}",
+            "auto.offset.reset": "latest",
+            "fetch.wait.max.ms": 100,
+        }
+    )
     c.subscribe([topic])
     deadline = time.monotonic() + 20
     while not c.assignment() and time.monotonic() < deadline:
@@ -86,8 +104,7 @@ def e2e_rows(bootstrap: str, topic: str, acks: str, rate: int, seconds: float) -
 
     th = threading.Thread(target=consume)
     th.start()
-    p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0,
-                  "enable.idempotence": acks == "all"})
+    p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0, "enable.idempotence": acks == "all"})
     # warm up first: an idempotent librdkafka producer holds its first records ~500 ms until its
     # producer-id timer fires (client-side), which alone made the p99 of the acks=all run
     p.produce(topic, b"warm-up")
@@ -133,13 +150,23 @@ def main() -> None:
     ap.add_argument("--sizes", default="100,1024", help="record sizes for the throughput ratio")
     ap.add_argument("--rates", default="2000,20000", help="records/s of the latency runs")
     ap.add_argument("--seconds", type=float, default=10.0)
-    ap.add_argument("--rounds", type=int, default=1, help="alternate the RF=3 and RF=1 latency runs this often")
+    ap.add_argument("--rounds", type=int, default=1, help="alternate the RF=3 and RF=1 runs this often")
     ap.add_argument("--partitions", type=int, default=100)
+    ap.add_argument("--shared-session", action="store_true", help="run the nodes in the benchmark's own session")
     args = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # the nodes have sessions of their own: stop them
     with tempfile.TemporaryDirectory() as tmp:
-        c = new_cluster(Path(tmp), 3, {"replica.lag.time.max.ms": "10000", "broker.session.timeout.ms": "9000",
-                                       "auto.leader.rebalance.enable": "false",
-                                       "internal.replication.trace.enable": "true"})
+        c = new_cluster(
+            Path(tmp),
+            3,
+            {
+                "replica.lag.time.max.ms": "10000",
+                "broker.session.timeout.ms": "9000",
+                "auto.leader.rebalance.enable": "false",
+                "internal.replication.trace.enable": "true",
+            },
+            own_sessions=not args.shared_session,
+        )
         c.start()
         try:
             boot = c.bootstrap()
@@ -147,7 +174,7 @@ def main() -> None:
             create_topic(c, "rf1", 3, 1, configs={"min.insync.replicas": "1"})
             wait_full_isr(c, "rf3")
             wait_full_isr(c, "rf1")
-            for size in (int(x) for x in args.sizes.split(",") if x):
+            for size in (int(x) for x in args.sizes.split(",") if x for _ in range(args.rounds)):
                 t3 = throughput(boot, "rf3", "all", args.messages, size)
                 print(f"throughput  acks=all RF=3, {size} B: {t3:10.0f} rec/s ({t3 * size / 1e6:.1f} MB/s)  ({load()})")
                 t1 = throughput(boot, "rf1", "1", args.messages, size)
@@ -156,8 +183,10 @@ def main() -> None:
             for rate in (int(x) for x in args.rates.split(",") if x):
                 for _ in range(args.rounds):
                     f50, f99 = hop_floor.measure(rate, min(args.seconds, 5.0))
-                    print(f"hop floor (two asyncio processes, loopback) at {rate}/s: p50 {f50:.2f} ms, "
-                          f"p99 {f99:.2f} ms  ({load()})")
+                    print(
+                        f"hop floor (two asyncio processes, loopback) at {rate}/s: p50 {f50:.2f} ms, "
+                        f"p99 {f99:.2f} ms  ({load()})"
+                    )
                     m3, p3, s3 = latency(c, boot, "rf3", "all", rate, args.seconds)
                     print(f"e2e latency acks=all RF=3 at {rate} rec/s: p50 {m3:.1f} ms, p99 {p3:.1f} ms  ({load()})")
                     print(s3)
@@ -169,8 +198,12 @@ def main() -> None:
             n = args.partitions
             if n <= 0:
                 return
-            create_topic(c, "lead", configs={"min.insync.replicas": "2"},
-                         assignments={p: [0, 1 + p % 2, 2 - p % 2] for p in range(n)})
+            create_topic(
+                c,
+                "lead",
+                configs={"min.insync.replicas": "2"},
+                assignments={p: [0, 1 + p % 2, 2 - p % 2] for p in range(n)},
+            )
             wait_full_isr(c, "lead", 120)
             assert all(i.leader == 0 for i in describe(c, "lead").values())
             b0 = broker(c, 0)
@@ -179,8 +212,10 @@ def main() -> None:
             took = time.perf_counter() - t0
             after = describe(c, "lead")
             moved = sum(1 for i in after.values() if i.leader in (1, 2))
-            print(f"controlled shutdown of a broker leading {n} partitions: {took:.2f} s "
-                  f"(exit {rc}; {moved}/{n} leaders moved to other ISR members)")
+            print(
+                f"controlled shutdown of a broker leading {n} partitions: {took:.2f} s "
+                f"(exit {rc}; {moved}/{n} leaders moved to other ISR members)"
+            )
         finally:
             c.stop()
 

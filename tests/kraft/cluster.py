@@ -66,8 +66,11 @@ async def request(addr: str, api_key: int, version: int, body: dict[str, Any], t
 
 
 class Node:
-    def __init__(self, root: Path, node_id: int, role: str, host: str, *, props: dict[str, str]) -> None:
+    def __init__(
+        self, root: Path, node_id: int, role: str, host: str, *, props: dict[str, str], own_session: bool = False
+    ) -> None:
         self.node_id = node_id
+        self.own_session = own_session
         self.role = role
         self.host = host
         self.dir = root / f"{role}-{node_id}"
@@ -121,6 +124,7 @@ class Node:
             stdout=log,
             stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            start_new_session=self.own_session,
         )
         return self
 
@@ -174,7 +178,12 @@ class Node:
 
 
 class Cluster:
-    """Controllers 1000+i on 127.0.0.(11+i), brokers i on 127.0.0.(21+i)."""
+    """Controllers 1000+i on 127.0.0.(11+i), brokers i on 127.0.0.(21+i).
+
+    `own_sessions` starts every node in a session of its own, as a service manager would start
+    separate servers: Linux's autogroup scheduler then gives each node the CPU share of a
+    session, instead of one share for the whole cluster and the test (benchmarks use it; tests
+    keep their nodes in their own session, so that killing a test's process group ends them)."""
 
     def __init__(
         self,
@@ -184,15 +193,20 @@ class Cluster:
         *,
         dynamic: bool = True,
         props: dict[str, str] | None = None,
+        own_sessions: bool = False,
     ) -> None:
         self.root = root
         self.props = dict(props or {})
         self.dynamic = dynamic
         self.cluster_id = uuids.to_str(uuids.random_uuid())
         self.controllers = [
-            Node(root, 1000 + i, "controller", f"127.0.0.{11 + i}", props=self.props) for i in range(controllers)
+            Node(root, 1000 + i, "controller", f"127.0.0.{11 + i}", props=self.props, own_session=own_sessions)
+            for i in range(controllers)
         ]
-        self.brokers = [Node(root, i, "broker", f"127.0.0.{21 + i}", props=self.props) for i in range(brokers)]
+        self.brokers = [
+            Node(root, i, "broker", f"127.0.0.{21 + i}", props=self.props, own_session=own_sessions)
+            for i in range(brokers)
+        ]
 
     @property
     def nodes(self) -> list[Node]:

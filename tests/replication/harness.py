@@ -35,8 +35,10 @@ REPLICATION = {
 }
 
 
-def new_cluster(root: Path, brokers: int = 3, props: dict[str, str] | None = None) -> Cluster:
-    c = Cluster(root, 1, brokers, dynamic=True, props={**REPLICATION, **(props or {})})
+def new_cluster(
+    root: Path, brokers: int = 3, props: dict[str, str] | None = None, *, own_sessions: bool = False
+) -> Cluster:
+    c = Cluster(root, 1, brokers, dynamic=True, props={**REPLICATION, **(props or {})}, own_sessions=own_sessions)
     c.format_all()
     return c
 
