@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 MESSAGES = {
     ErrorCode.not_enough_replicas_after_append: "Messages are written to the log, but to fewer in-sync replicas "
-                                                "than required.",
+    "than required.",
     ErrorCode.not_leader_or_follower: "Leadership moved before the write was replicated.",
     ErrorCode.request_timed_out: "The write was not replicated to the in-sync replicas within the timeout.",
 }

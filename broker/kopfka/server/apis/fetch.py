@@ -209,9 +209,13 @@ async def handle_fetch(ctx: RequestContext, req: Any) -> RawResponse:
     ]
     isolation = "txn_committed" if getattr(req, "isolation_level", 0) == 1 else "high_watermark"
     max_bytes = fetch_max_bytes(ctx, min(getattr(req, "max_bytes", 2**31 - 1), int(svc.config["fetch.max.bytes"])))
-    results = await svc.replica_manager.fetch_messages(
-        reads, max_bytes=max_bytes, min_bytes=req.min_bytes, max_wait_ms=_ms(req.max_wait), isolation=isolation
-    ) if reads else {}
+    results = (
+        await svc.replica_manager.fetch_messages(
+            reads, max_bytes=max_bytes, min_bytes=req.min_bytes, max_wait_ms=_ms(req.max_wait), isolation=isolation
+        )
+        if reads
+        else {}
+    )
     for p in parts:  # as Kafka: a partition of a topic the principal may not READ answers this
         if p.topic not in allowed:
             results[(p.topic, p.partition)] = REFUSED
