@@ -200,3 +200,47 @@ def test_leader_does_not_propose_a_replica_in_an_offline_dir(tmp_path: Path) -> 
     p.log.append_as_leader(batch([b"a"]), leader_epoch=5)
     p.update_follower_fetch(3, p.log.log_end_offset, 7, now=101.0)
     assert proposals == []
+
+
+def test_appends_wake_followers_and_hw_moves_wake_consumers(tmp_path: Path) -> None:
+    """A parked fetch is woken only by what it can read: a follower's (up to the LEO) by an
+    append, a consumer's (up to the HW) by a HW move, so neither re-reads for nothing on the
+    write path; an acks=all produce is answered before the consumers are woken by its HW."""
+    from kopfka.server.replica_manager import FetchRequestPartition, ReplicaManager
+
+    async def main() -> None:
+        p, _ = _leader(tmp_path)
+        rm = ReplicaManager(1, None)  # type: ignore[arg-type]
+        rm.partitions[p.tp] = p
+        reads: list[bool] = []  # from_follower of every read
+        real = rm._read_once
+        rm._read_once = lambda reqs, mb, iso, ff, held=frozenset(): reads.append(ff) or real(reqs, mb, iso, ff, held)  # type: ignore[method-assign,func-returns-value]
+
+        def fetch(offset: int, follower: bool) -> asyncio.Task[object]:
+            req = [FetchRequestPartition(p.tp, offset, 1 << 20)]
+            return asyncio.create_task(
+                rm.fetch_messages(req, max_bytes=1 << 20, min_bytes=1, max_wait_ms=10_000, from_follower=follower)
+            )
+
+        consumer, follower = fetch(0, False), fetch(0, True)
+        await asyncio.sleep(0)
+        assert reads == [False, True]  # both parked after one read each
+        rm.append_records([(p.tp, batch([b"a"]))], -1)
+        await asyncio.wait_for(follower, 5)  # the follower gets the record at once
+        await asyncio.sleep(0.01)
+        assert reads == [False, True, True] and not consumer.done()  # the consumer was not re-read
+        follower = fetch(1, True)
+        await asyncio.sleep(0)
+        order: list[str] = []
+        acked: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
+        acked.add_done_callback(lambda _: order.append("produce"))
+        consumer.add_done_callback(lambda _: order.append("consumer"))
+        p.add_produce_waiter(1, acked)
+        p.update_follower_fetch(2, 1, -1)
+        p.update_follower_fetch(3, 1, -1)  # the HW moves to 1
+        await asyncio.wait_for(consumer, 5)
+        assert order == ["produce", "consumer"]
+        assert reads.count(True) == 3 and not follower.done()  # the parked follower fetch was not re-read
+        follower.cancel()
+
+    asyncio.run(main())

@@ -55,8 +55,13 @@ def register_waits(rm: ReplicaManager, results: dict[TopicPartition, ProduceResu
 async def complete_waits(waits: Waits, results: dict[TopicPartition, ProduceResult], timeout_ms: int) -> None:
     """Wait (at most timeout_ms) for the registered appends to commit; rewrites `results`."""
     try:
-        if waits:
-            await asyncio.wait([w[2] for w in waits], timeout=max(timeout_ms, 0) / 1000)
+        # awaited one by one in this task (not through asyncio.wait, whose own waiter adds a
+        # loop step between the HW move and the answer); the timeout cancels the pending ones
+        async with asyncio.timeout(max(timeout_ms, 0) / 1000):
+            for _, _, fut in waits:
+                await fut
+    except TimeoutError:
+        pass
     finally:  # also on cancellation (the connection closed): leave nothing behind in the purgatory
         for tp, part, fut in waits:
             if fut.done() and not fut.cancelled():

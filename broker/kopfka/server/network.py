@@ -333,7 +333,7 @@ class Connection(asyncio.BufferedProtocol):
                 result = await timed
             finally:
                 ctx.work_ns += timed.ns
-            if prev is not None:
+            if prev is not None and not prev.done():  # asyncio.wait would cost loop steps even then
                 await asyncio.wait([prev])
             if self._closed:
                 return False

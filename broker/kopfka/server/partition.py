@@ -54,7 +54,10 @@ class Partition:
     isr: tuple[int, ...] = ()
     adding_replicas: tuple[int, ...] = ()
     removing_replicas: tuple[int, ...] = ()
-    _waiters: list[asyncio.Future[None]] = field(default_factory=list)
+    # parked fetches: followers read up to the LEO, consumers up to the HW (or the LSO, which
+    # moves only with the HW), so an append wakes only the first and a HW move only the second
+    _log_end_waiters: list[asyncio.Future[None]] = field(default_factory=list)
+    _hw_waiters: list[asyncio.Future[None]] = field(default_factory=list)
     replica_states: dict[int, ReplicaState] = field(default_factory=dict)
     pending_isr: PendingIsrChange | None = None
     leader_epoch_start_offset: int = -1
@@ -90,18 +93,33 @@ class Partition:
         return len(self.isr) < self.effective_min_isr
 
     # --- fetch waiters ---------------------------------------------------------------------
-    def add_waiter(self, fut: asyncio.Future[None]) -> None:
-        self._waiters.append(fut)
+    def add_waiter(self, fut: asyncio.Future[None], *, to_log_end: bool = False) -> None:
+        """Park a fetch: a follower's (`to_log_end`) until the LEO grows, a consumer's until the HW moves."""
+        (self._log_end_waiters if to_log_end else self._hw_waiters).append(fut)
 
-    def remove_waiter(self, fut: asyncio.Future[None]) -> None:
+    def remove_waiter(self, fut: asyncio.Future[None], *, to_log_end: bool = False) -> None:
         try:
-            self._waiters.remove(fut)
+            (self._log_end_waiters if to_log_end else self._hw_waiters).remove(fut)
         except ValueError:
             pass
 
     def notify(self) -> None:
-        """Wake delayed fetches: new data, a moved high watermark, or a leadership change."""
-        waiters, self._waiters = self._waiters, []
+        """Wake every delayed fetch: a leadership change, a moved log start, a replaced log."""
+        self.notify_appended()
+        self.notify_high_watermark()
+
+    def notify_appended(self) -> None:
+        """The LEO grew: wake the followers' fetches (a consumer cannot read past the HW yet)."""
+        waiters, self._log_end_waiters = self._log_end_waiters, []
+        for w in waiters:
+            if not w.done():
+                w.set_result(None)
+
+    def notify_high_watermark(self) -> None:
+        """The HW (and with it the LSO) moved: wake the consumers' fetches. A follower's fetch,
+        which reads to the LEO, would find nothing new: as in Kafka, it learns the HW with the
+        next records."""
+        waiters, self._hw_waiters = self._hw_waiters, []
         for w in waiters:
             if not w.done():
                 w.set_result(None)
@@ -235,8 +253,10 @@ class Partition:
             return False
         if TRACE.enabled:
             TRACE.mark("hw", self.topic, self.partition, old, hw)
-        self.notify()
+        # the acks=all answers first: a producer with one request in flight (librdkafka's
+        # idempotent producer) sends nothing more until it has its answer
         self.check_produce_waiters()
+        self.notify_high_watermark()
         return True
 
     # --- the acks=all purgatory ------------------------------------------------------------

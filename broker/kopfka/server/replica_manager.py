@@ -267,8 +267,8 @@ class ReplicaManager:
                     require_verification=verification_guards is not None,
                     verification_guard=verification_guards.get(tp) if verification_guards is not None else None,
                 )
-                part.maybe_advance_high_watermark()
-                part.notify()
+                part.notify_appended()  # the followers' parked fetches first: they carry the write on
+                part.maybe_advance_high_watermark()  # moves only with an ISR of one
                 results[tp] = ProduceResult(
                     ErrorCode.none,
                     info.first_offset,
@@ -347,12 +347,12 @@ class ReplicaManager:
             fut: asyncio.Future[None] = loop.create_future()
             parts = [p for r in requests if r.tp not in held_back and (p := self.partitions.get(r.tp)) is not None]
             for p in parts:
-                p.add_waiter(fut)
+                p.add_waiter(fut, to_log_end=from_follower)
             try:
                 await wait_quietly(fut, remaining)
             finally:
                 for p in parts:
-                    p.remove_waiter(fut)
+                    p.remove_waiter(fut, to_log_end=from_follower)
 
     # --- replication: leader side ---------------------------------------------------------------
     def start_replication(self, config: Any, controller: Any, broker_epoch: Any, security: Any = None) -> None:
