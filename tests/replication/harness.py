@@ -47,26 +47,37 @@ def broker(c: Cluster, node_id: int) -> Node:
     return next(b for b in c.brokers if b.node_id == node_id)
 
 
-async def _create(addr: str, name: str, partitions: int, rf: int, configs: dict[str, str],
-                  assignments: dict[int, list[int]] | None) -> Any:
+async def _create(
+    addr: str, name: str, partitions: int, rf: int, configs: dict[str, str], assignments: dict[int, list[int]] | None
+) -> Any:
     body = {
-        "timeout": 15000, "validate_only": False,
-        "topics": [{
-            "name": name,
-            "num_partitions": -1 if assignments else partitions,
-            "replication_factor": -1 if assignments else rf,
-            "assignments": [{"partition_index": p, "broker_ids": b} for p, b in (assignments or {}).items()],
-            "configs": [{"name": k, "value": v} for k, v in configs.items()],
-        }],
+        "timeout": 15000,
+        "validate_only": False,
+        "topics": [
+            {
+                "name": name,
+                "num_partitions": -1 if assignments else partitions,
+                "replication_factor": -1 if assignments else rf,
+                "assignments": [{"partition_index": p, "broker_ids": b} for p, b in (assignments or {}).items()],
+                "configs": [{"name": k, "value": v} for k, v in configs.items()],
+            }
+        ],
     }
     resp = await request(addr, 19, 7, body, timeout=30)
     return resp.topics[0]
 
 
-def create_topic(c: Cluster, name: str, partitions: int = 3, rf: int = 3, configs: dict[str, str] | None = None,
-                 assignments: dict[int, list[int]] | None = None) -> None:
-    t = run(_create(c.bootstrap().split(",")[0], name, partitions, rf, configs or {"min.insync.replicas": "2"},
-                    assignments))
+def create_topic(
+    c: Cluster,
+    name: str,
+    partitions: int = 3,
+    rf: int = 3,
+    configs: dict[str, str] | None = None,
+    assignments: dict[int, list[int]] | None = None,
+) -> None:
+    t = run(
+        _create(c.bootstrap().split(",")[0], name, partitions, rf, configs or {"min.insync.replicas": "2"}, assignments)
+    )
     assert int(t.error_code) == 0, t
 
 
@@ -85,13 +96,22 @@ def describe(c: Cluster, topic: str) -> dict[int, PartitionInfo]:
         if not b.alive:
             continue
         try:
-            body = {"topics": [{"name": topic, "topic_id": uuids.ZERO_UUID}], "allow_auto_topic_creation": False,
-                    "include_topic_authorized_operations": False}
+            body = {
+                "topics": [{"name": topic, "topic_id": uuids.ZERO_UUID}],
+                "allow_auto_topic_creation": False,
+                "include_topic_authorized_operations": False,
+            }
             resp = run(request(b.address, 3, 12, body, timeout=5))
             t = resp.topics[0]
-            return {int(p.partition_index): PartitionInfo(int(p.leader_id), int(p.leader_epoch),
-                                                          [int(x) for x in p.replica_nodes],
-                                                          [int(x) for x in p.isr_nodes]) for p in t.partitions}
+            return {
+                int(p.partition_index): PartitionInfo(
+                    int(p.leader_id),
+                    int(p.leader_epoch),
+                    [int(x) for x in p.replica_nodes],
+                    [int(x) for x in p.isr_nodes],
+                )
+                for p in t.partitions
+            }
         except Exception as exc:
             last = exc
     raise RuntimeError(f"no broker answered Metadata: {last}")
@@ -106,8 +126,15 @@ def wait_full_isr(c: Cluster, topic: str, timeout: float = 60) -> dict[int, Part
     return wait_until(ok, timeout, f"every ISR of {topic} to be full", interval=0.3)  # type: ignore[no-any-return]
 
 
-def run_scenario(c: Cluster, topic: str, tmp: Path, scenario: str, disrupt: Callable[[VerifiableProducer], None],
-                 *, throughput: int = 300) -> Audit:
+def run_scenario(
+    c: Cluster,
+    topic: str,
+    tmp: Path,
+    scenario: str,
+    disrupt: Callable[[VerifiableProducer], None],
+    *,
+    throughput: int = 300,
+) -> Audit:
     """Produce continuously, run the disruption, let the producer finish, then read everything back."""
     prod = VerifiableProducer(c.bootstrap(), topic, throughput=throughput).start(tmp / f"{scenario}-producer.log")
     try:
