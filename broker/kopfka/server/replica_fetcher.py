@@ -2,7 +2,8 @@
 
 One fetcher task per (leader broker, fetcher id), the id being the partition's hash modulo
 num.replica.fetchers. A fetcher sends full Fetch v17 requests (no fetch session: the partition
-set is small and changes with leadership) carrying the replica state (our id and broker epoch),
+set is small and changes with leadership; written by kopfka.protocol.fetch_request, as one is
+sent per replicated batch) carrying the replica state (our id and broker epoch),
 each partition's current leader epoch, fetch offset (= our LEO) and last fetched epoch. The
 leader answers either records, which are appended with the leader's offsets and epochs, or a
 diverging epoch, on which we truncate (KIP-320/595) and fetch again — no separate
@@ -22,8 +23,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from kopfka import uuids
-from kopfka.client.connection import KafkaConnection
+from kopfka.client.connection import CLIENT_ID, KafkaConnection
 from kopfka.protocol.errors import ErrorCode, KafkaError
+from kopfka.protocol.fetch_request import VERSION as FETCH_VERSION
+from kopfka.protocol.fetch_request import FetchPartition, encode_replica_fetch
 from kopfka.protocol.records import LOG_OVERHEAD, iter_batches
 from kopfka.quota.stats import MetricConfig, Sensor
 from kopfka.security.client import ClientSecurity
@@ -38,7 +41,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
-FETCH_VERSION = 17
 RETRY_LATER = {
     ErrorCode.not_leader_or_follower,
     ErrorCode.fenced_leader_epoch,
@@ -214,6 +216,7 @@ class ReplicaFetcher:
         self.conn: KafkaConnection | None = None
         self._stopped = False
         self._received = 0.0  # when the last response arrived (replication trace)
+        self._topic_uuids: dict[str, uuid.UUID] = {}  # topic id (base64) -> UUID, parsed once
         self.task = asyncio.get_running_loop().create_task(self._run(), name=f"ReplicaFetcher-{fetcher_id}-{leader_id}")
 
     def add(self, tp: TopicPartition) -> None:
@@ -264,7 +267,12 @@ class ReplicaFetcher:
                 ep = b.endpoints[0]
             if ep is None:
                 raise KafkaError(ErrorCode.leader_not_available, f"no endpoint known for broker {self.leader_id}")
-            self.conn = await KafkaConnection.open(f"{ep.host}:{ep.port}", timeout=5, security=self.manager.security)
+            self.conn = await KafkaConnection.open(
+                f"{ep.host}:{ep.port}",
+                timeout=5,
+                security=self.manager.security,
+                limit=max(self.partition_max_bytes, 2**16),  # a full partition's answer without pausing
+            )
         return self.conn
 
     def _ready(self) -> list[tuple[TopicPartition, Partition]]:
@@ -294,51 +302,49 @@ class ReplicaFetcher:
             return
         conn = await self._connect()
         sent: dict[TopicPartition, tuple[Partition, int, int]] = {}
-        by_topic: dict[str, list[dict[str, Any]]] = {}
+        by_topic: dict[str, tuple[str, list[FetchPartition]]] = {}  # topic id -> (name, partitions)
         ids: dict[uuid.UUID, str] = {}
         for tp, part in ready:
             offset = part.log.log_end_offset
             latest = part.log.latest_epoch
             sent[tp] = (part, offset, part.leader_epoch)
-            tid = uuids.from_str(part.topic_id)
-            ids[tid] = tp[0]
-            by_topic.setdefault(part.topic_id, []).append(
-                {
-                    "partition": tp[1],
-                    "current_leader_epoch": part.leader_epoch,
-                    "fetch_offset": offset,
-                    "last_fetched_epoch": latest if latest is not None else -1,
-                    "log_start_offset": part.log.log_start_offset,
-                    "partition_max_bytes": self.manager.follower_quota.chunk(self.partition_max_bytes)
-                    if self.rm.node_id not in part.isr and self.manager.is_follower_throttled(tp)
-                    else self.partition_max_bytes,
-                    "replica_directory_id": uuids.ZERO_UUID,
-                }
+            max_bytes = self.partition_max_bytes
+            if self.rm.node_id not in part.isr and self.manager.is_follower_throttled(tp):
+                max_bytes = self.manager.follower_quota.chunk(max_bytes)
+            by_topic.setdefault(part.topic_id, (tp[0], []))[1].append(
+                (
+                    tp[1],
+                    part.leader_epoch,
+                    offset,
+                    latest if latest is not None else -1,
+                    part.log.log_start_offset,
+                    max_bytes,
+                )
             )
+        topics = []
+        for topic_id, (name, partitions) in by_topic.items():
+            tid = self._topic_uuids.get(topic_id)
+            if tid is None:
+                tid = self._topic_uuids[topic_id] = uuids.from_str(topic_id)
+            ids[tid] = name
+            topics.append((tid, partitions))
         epoch = int(self.rm.broker_epoch()) if self.rm.broker_epoch is not None else -1
-        body = {
-            "cluster_id": None,
-            "replica_state": {"replica_id": self.rm.node_id, "replica_epoch": epoch},
-            "max_wait": self.max_wait_ms,
-            "min_bytes": self.min_bytes,
-            "max_bytes": self.max_bytes,
-            "isolation_level": 0,
-            "session_id": 0,
-            "session_epoch": -1,
-            "topics": [{"topic_id": uuids.from_str(t), "partitions": ps} for t, ps in by_topic.items()],
-            "forgotten_topics_data": [],
-            "rack_id": "",
-        }
-        resp = await conn.request(1, FETCH_VERSION, body, timeout=self.max_wait_ms / 1000 + self.request_timeout_s)
+        node_id, wait, min_bytes, max_total = self.rm.node_id, self.max_wait_ms, self.min_bytes, self.max_bytes
+        resp = await conn.request_encoded(
+            1,
+            FETCH_VERSION,
+            lambda corr: encode_replica_fetch(corr, CLIENT_ID, node_id, epoch, wait, min_bytes, max_total, topics),
+            timeout=self.max_wait_ms / 1000 + self.request_timeout_s,
+        )
         self._received = time.perf_counter() if TRACE.enabled else 0.0
         if resp.error_code != ErrorCode.none:
             raise KafkaError(resp.error_code, f"fetch from {self.leader_id} failed: {resp.error_code.name}")
         for t in resp.responses:
-            name = ids.get(t.topic_id) if t.topic_id is not None else None
-            if name is None:
+            topic = ids.get(t.topic_id) if t.topic_id is not None else None
+            if topic is None:
                 continue
             for p in t.partitions:
-                tp = (name, int(p.partition_index))
+                tp = (topic, int(p.partition_index))
                 entry = sent.get(tp)
                 if entry is None:
                     continue
