@@ -23,7 +23,7 @@ from kopfka.storage.partition_metadata import (
     uuid_to_base64,
 )
 from kopfka.storage.time_index import TimeIndex, TimestampOffset
-from kopfka.storage.transaction_index import AbortedTxn, TransactionIndex
+from kopfka.storage.transaction_index import AbortedTxn, TransactionIndex, TxnIndexSearchResult
 from kopfka.storage.unified_log import UnifiedLog
 
 from .helpers import BASE_TS, Clock, batch, log_dir, small_config
@@ -33,10 +33,7 @@ def test_file_names() -> None:
     d = Path("/x")
     assert lfu.log_file(d, 147001).name == "00000000000000147001.log"
     assert lfu.offset_index_file(d, 0).name == "00000000000000000000.index"
-    assert (
-        lfu.time_index_file(d, 5, lfu.SWAP_FILE_SUFFIX).name
-        == "00000000000000000005.timeindex.swap"
-    )
+    assert lfu.time_index_file(d, 5, lfu.SWAP_FILE_SUFFIX).name == "00000000000000000005.timeindex.swap"
     assert lfu.transaction_index_file(d, 5).name == "00000000000000000005.txnindex"
     assert lfu.producer_snapshot_file(d, 146500).name == "00000000000000146500.snapshot"
     assert lfu.offset_from_file_name("00000000000000147001.log.deleted") == 147001
@@ -81,12 +78,24 @@ def test_offset_index_warm_section_search(tmp_path: Path) -> None:
     for i in range(5000):  # more than the 1024-entry warm section
         idx.append(10 * i + 3, 100 * i)
     for target in (0, 3, 4, 12, 13, 25_000, 38_000, 49_993, 60_000):
-        expected = (
-            max((10 * i + 3, 100 * i) for i in range(5000) if 10 * i + 3 <= target)
-            if target >= 3
-            else (0, 0)
-        )
+        expected = max((10 * i + 3, 100 * i) for i in range(5000) if 10 * i + 3 <= target) if target >= 3 else (0, 0)
         assert idx.lookup(target) == OffsetPosition(*expected), target
+    idx.close()
+
+
+def test_offset_index_fetch_upper_bound(tmp_path: Path) -> None:
+    """The first entry past position + size (the end of a read_committed fetch's aborted-txn
+    range), found by binary search: the same answer as a scan, for every boundary."""
+    idx = OffsetIndex(tmp_path / "00000000000000000000.index", 0, max_index_size=1 << 20)
+    assert idx.fetch_upper_bound_offset(0, 100) is None  # empty
+    positions = [0, 100, 250, 4096, 4097, 9000]
+    for i, pos in enumerate(positions):
+        idx.append(7 * i + 1, pos)
+    for start in range(-1, 9100, 7):
+        for size in (0, 1, 150, 5000):
+            past = [(7 * i + 1, pos) for i, pos in enumerate(positions) if pos > start + size]
+            expected = OffsetPosition(*past[0]) if past else None
+            assert idx.fetch_upper_bound_offset(start, size) == expected, (start, size)
     idx.close()
 
 
@@ -121,6 +130,27 @@ def test_transaction_index_bytes(tmp_path: Path) -> None:
     assert [t.producer_id for t in r.aborted_transactions] == [8] and not r.is_complete
     txn.truncate_to(25)
     assert txn.all_aborted_txns() == [AbortedTxn(7, 10, 20, 10)]
+
+
+def test_transaction_index_answers_from_its_size_when_empty(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An index without aborted transactions (most logs) answers a read_committed fetch without
+    reading its file; appends, truncation and resets keep the answers right."""
+    txn = TransactionIndex(0, tmp_path / "00000000000000000000.txnindex")
+    reads = []
+    real = TransactionIndex._read_all
+    monkeypatch.setattr(TransactionIndex, "_read_all", lambda self: reads.append(1) or real(self))
+    for _ in range(3):
+        assert txn.collect_aborted_txns(0, 100) == TxnIndexSearchResult([], False)
+    assert reads == []
+    txn.append(AbortedTxn(7, 10, 20, 10))
+    assert [t.producer_id for t in txn.collect_aborted_txns(0, 100).aborted_transactions] == [7]
+    txn.truncate_to(15)
+    assert txn.collect_aborted_txns(0, 100).aborted_transactions == []
+    txn.append(AbortedTxn(8, 30, 40, 30))
+    assert [t.producer_id for t in txn.collect_aborted_txns(0, 100).aborted_transactions] == [8]
+    txn.reset()
+    reads.clear()
+    assert txn.collect_aborted_txns(0, 100).aborted_transactions == [] and reads == []
 
 
 def test_offset_checkpoint_format(tmp_path: Path) -> None:
@@ -201,9 +231,7 @@ def test_log_writes_epochs_and_topic_id(tmp_path: Path) -> None:
 
     with pytest.raises(InconsistentTopicIdError):
         UnifiedLog.load(d, small_config(), topic_id=uuid.uuid4(), time=Clock())
-    log = UnifiedLog.load(
-        d, small_config(), time=Clock(), had_clean_shutdown=True, recovery_point=3
-    )
+    log = UnifiedLog.load(d, small_config(), time=Clock(), had_clean_shutdown=True, recovery_point=3)
     assert log.topic_id == tid and log.latest_epoch == 4
     # the batch header carries the leader epoch stamped at append
     data = log.read(0, 1000, isolation="log_end").records.read()  # type: ignore[union-attr]

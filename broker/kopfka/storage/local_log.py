@@ -83,9 +83,7 @@ class LocalLog:
 
     # -- append / flush ----------------------------------------------------------------------
 
-    def append(
-        self, last_offset: int, records: bytes | bytearray | memoryview, batches: list[BatchHeader]
-    ) -> None:
+    def append(self, last_offset: int, records: bytes | bytearray | memoryview, batches: list[BatchHeader]) -> None:
         self.segments.active_segment.append(last_offset, records, batches)
         self.update_log_end_offset(last_offset + 1)
 
@@ -142,9 +140,11 @@ class LocalLog:
     def _empty(self, metadata: LogOffsetMetadata, include_aborted_txns: bool) -> FetchDataInfo:
         return FetchDataInfo(metadata, None, False, [] if include_aborted_txns else None)
 
-    def _add_aborted_transactions(
-        self, start_offset: int, segment: LogSegment, info: FetchDataInfo
-    ) -> None:
+    def _add_aborted_transactions(self, start_offset: int, segment: LogSegment, info: FetchDataInfo) -> None:
+        later = self.segments.higher_segments(segment.base_offset)
+        if segment.txn_index.is_empty and all(seg.txn_index.is_empty for seg in later):
+            info.aborted_transactions = []  # no transaction was ever aborted here: nothing to bound
+            return
         fetch_size = info.records.size if info.records is not None else 0
         start_position = info.fetch_offset_metadata.relative_position_in_segment
         upper = segment.offset_index().fetch_upper_bound_offset(start_position, fetch_size)
@@ -154,7 +154,7 @@ class LocalLog:
             nxt = self.segments.higher_segment(segment.base_offset)
             upper_bound = nxt.base_offset if nxt is not None else self.log_end_offset
         aborted = []
-        for seg in [segment, *self.segments.higher_segments(segment.base_offset)]:
+        for seg in [segment, *later]:
             result = seg.txn_index.collect_aborted_txns(start_offset, upper_bound)
             aborted.extend(result.aborted_transactions)
             if result.is_complete:
@@ -233,19 +233,13 @@ class LocalLog:
         self.recovery_point = new_offset
         return to_delete
 
-    def remove_and_delete_segments(
-        self, segments: Iterable[LogSegment], async_delete: bool
-    ) -> None:
+    def remove_and_delete_segments(self, segments: Iterable[LogSegment], async_delete: bool) -> None:
         to_delete = list(segments)
         for s in to_delete:
             self.segments.remove(s.base_offset)
-        delete_segment_files(
-            to_delete, async_delete, self.config.file_delete_delay_ms, self.scheduler
-        )
+        delete_segment_files(to_delete, async_delete, self.config.file_delete_delay_ms, self.scheduler)
 
-    def replace_segments(
-        self, new_segments: list[LogSegment], old_segments: list[LogSegment]
-    ) -> list[LogSegment]:
+    def replace_segments(self, new_segments: list[LogSegment], old_segments: list[LogSegment]) -> list[LogSegment]:
         """Swap cleaned segments in for the segments they replace, recoverable at any crash.
 
         The new segments carry the `.cleaned` suffix. Order (seed 001): rename them `.swap`
@@ -257,9 +251,7 @@ class LocalLog:
         new_sorted = sorted(new_segments, key=lambda s: s.base_offset)
         new_bases = {s.base_offset for s in new_sorted}
         old_sorted = [
-            s
-            for s in sorted(old_segments, key=lambda s: s.base_offset)
-            if self.segments.get(s.base_offset) is s
+            s for s in sorted(old_segments, key=lambda s: s.base_offset) if self.segments.get(s.base_offset) is s
         ]
         for s in reversed(new_sorted):
             if s.has_suffix(lfu.CLEANED_FILE_SUFFIX):
@@ -276,9 +268,7 @@ class LocalLog:
             if i == 0:
                 crash_point("cleaner-after-first-old-deleted")
         crash_point("cleaner-after-old-deleted")
-        delete_segment_files(
-            old_sorted, True, self.config.file_delete_delay_ms, self.scheduler
-        )
+        delete_segment_files(old_sorted, True, self.config.file_delete_delay_ms, self.scheduler)
         for s in new_sorted:
             s.change_file_suffixes(lfu.SWAP_FILE_SUFFIX, "")
         crash_point("cleaner-after-swap-live")

@@ -29,9 +29,7 @@ class InvalidOffsetError(Exception):
 class OffsetIndex(AbstractIndex):
     ENTRY_SIZE = 8
 
-    def __init__(
-        self, file: Path, base_offset: int, max_index_size: int = -1, writable: bool = True
-    ) -> None:
+    def __init__(self, file: Path, base_offset: int, max_index_size: int = -1, writable: bool = True) -> None:
         super().__init__(file, base_offset, max_index_size, writable)
         self._last_offset = base_offset
 
@@ -68,27 +66,33 @@ class OffsetIndex(AbstractIndex):
         rel, pos = _ENTRY.unpack_from(self._mmap, slot * 8)
         return OffsetPosition(self.base_offset + rel, pos)
 
-    def fetch_upper_bound_offset(
-        self, fetch_position: int, fetch_size: int
-    ) -> OffsetPosition | None:
-        """First indexed entry whose position is beyond fetch_position + fetch_size."""
+    def fetch_upper_bound_offset(self, fetch_position: int, fetch_size: int) -> OffsetPosition | None:
+        """First indexed entry whose position is beyond fetch_position + fetch_size.
+
+        Every read_committed fetch asks (its aborted-transaction range ends there): a binary
+        search over the positions, which grow with the slot, as Kafka's fetchUpperBoundOffset."""
         self._ensure_loaded()
         target = fetch_position + fetch_size
         buf = self._mmap
         if buf is None:
             return None
-        for n in range(self._entries):  # rare path (follower fetch limits)
-            rel, pos = _ENTRY.unpack_from(buf, n * 8)
-            if pos > target:
-                return OffsetPosition(self.base_offset + rel, pos)
-        return None
+        lo, hi = 0, self._entries  # the answer is the first slot in [lo, hi) past the target
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if _ENTRY.unpack_from(buf, mid * 8)[1] > target:
+                hi = mid
+            else:
+                lo = mid + 1
+        if lo == self._entries:
+            return None
+        rel, pos = _ENTRY.unpack_from(buf, lo * 8)
+        return OffsetPosition(self.base_offset + rel, pos)
 
     def append(self, offset: int, position: int) -> None:
         self._ensure_loaded()
         if self._entries and offset <= self._last_offset:
             raise InvalidOffsetError(
-                f"attempt to append offset {offset} no larger than the last offset "
-                f"{self._last_offset} to {self.file}"
+                f"attempt to append offset {offset} no larger than the last offset {self._last_offset} to {self.file}"
             )
         if self._entries >= self._max_entries:
             raise InvalidOffsetError(f"attempt to append to a full index {self.file}")
@@ -122,19 +126,14 @@ class OffsetIndex(AbstractIndex):
         self._ensure_loaded()
         if self._length % self.ENTRY_SIZE != 0:
             raise CorruptIndexError(
-                f"index file {self.file} length {self._length} is not a multiple of "
-                f"{self.ENTRY_SIZE}"
+                f"index file {self.file} length {self._length} is not a multiple of {self.ENTRY_SIZE}"
             )
         if self._entries and self._mmap is not None:
             rel, pos = _ENTRY.unpack_from(self._mmap, (self._entries - 1) * 8)
             if rel < 0 or (self._entries > 1 and rel == 0):
-                raise CorruptIndexError(
-                    f"corrupt index {self.file}: last offset {rel} not above base"
-                )
+                raise CorruptIndexError(f"corrupt index {self.file}: last offset {rel} not above base")
             first_rel, first_pos = _ENTRY.unpack_from(self._mmap, 0)
             if first_rel < 0 or first_pos < 0 or pos < first_pos or rel < first_rel:
                 raise CorruptIndexError(f"corrupt index {self.file}: entries not increasing")
             if log_size is not None and pos >= log_size:
-                raise CorruptIndexError(
-                    f"corrupt index {self.file}: position {pos} beyond log size {log_size}"
-                )
+                raise CorruptIndexError(f"corrupt index {self.file}: position {pos} beyond log size {log_size}")

@@ -48,6 +48,15 @@ class TransactionIndex:
         self.start_offset = start_offset
         self.file = file
         self._last_offset: int | None = None
+        # the file's size once known: every read_committed fetch asks this index, and most
+        # logs never abort a transaction, so an empty index answers without touching the disk
+        self._size: int | None = None
+
+    @property
+    def is_empty(self) -> bool:
+        if self._size is None:
+            self._size = self.size_in_bytes()
+        return self._size < ENTRY_SIZE
 
     def _fd_append(self, data: bytes) -> None:
         fd = os.open(self.file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -55,16 +64,14 @@ class TransactionIndex:
             os.write(fd, data)
         finally:
             os.close(fd)
+        self._size = None
 
     def append(self, txn: AbortedTxn) -> None:
         if self._last_offset is None and self.file.exists():
             entries = self.all_aborted_txns()
             self._last_offset = entries[-1].last_offset if entries else None
         if self._last_offset is not None and self._last_offset >= txn.last_offset:
-            raise ValueError(
-                f"last offset of appended aborted txn {txn.last_offset} is not above "
-                f"{self._last_offset}"
-            )
+            raise ValueError(f"last offset of appended aborted txn {txn.last_offset} is not above {self._last_offset}")
         self._fd_append(txn.encode())
         self._last_offset = txn.last_offset
 
@@ -84,11 +91,11 @@ class TransactionIndex:
             out.append(AbortedTxn(pid, first, last, lso))
         return out
 
-    def collect_aborted_txns(
-        self, fetch_offset: int, upper_bound_offset: int
-    ) -> TxnIndexSearchResult:
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> TxnIndexSearchResult:
         """Aborted txns overlapping [fetch_offset, upper_bound_offset); complete if no later
         segment matters."""
+        if self.is_empty:
+            return TxnIndexSearchResult([], False)
         found: list[AbortedTxn] = []
         for txn in self.all_aborted_txns():
             if txn.last_offset >= fetch_offset and txn.first_offset < upper_bound_offset:
@@ -110,11 +117,13 @@ class TransactionIndex:
             keep = pos + ENTRY_SIZE
         os.truncate(self.file, keep)
         self._last_offset = None
+        self._size = None
 
     def reset(self) -> None:
         if self.file.exists():
             os.truncate(self.file, 0)
         self._last_offset = None
+        self._size = None
 
     def sanity_check(self) -> None:
         try:
@@ -145,6 +154,7 @@ class TransactionIndex:
         self.file = new_file
 
     def delete_if_exists(self) -> bool:
+        self._size = None
         try:
             self.file.unlink()
             return True
