@@ -151,9 +151,7 @@ def test_clean_reload_keeps_everything(tmp_path: Path) -> None:
     leo, nseg = log.log_end_offset, log.num_segments
     log.flush()
     log.close()
-    log = UnifiedLog.load(
-        d, small_config(), time=clock, had_clean_shutdown=True, recovery_point=leo
-    )
+    log = UnifiedLog.load(d, small_config(), time=clock, had_clean_shutdown=True, recovery_point=leo)
     assert (log.log_end_offset, log.num_segments) == (leo, nseg)
     assert log.recovery_point == leo
     assert [o for o, _ in read_values(log, 0)] == list(range(25))
@@ -162,3 +160,35 @@ def test_clean_reload_keeps_everything(tmp_path: Path) -> None:
     log.append_as_leader(batch([b"more"]), leader_epoch=2)
     assert log.log_end_offset == leo + 1
     log.close()
+
+
+def test_tail_reads_find_the_last_batches_without_a_scan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read at the tail (followers, consumers) finds its batch among the last appended ones:
+    the same answer as the index lookup and header scan, for every offset, also after a
+    truncation, without reading batch headers from the file."""
+    from kopfka.storage.file_records import FileRecords
+
+    log = UnifiedLog.load(log_dir(tmp_path), small_config(segment_bytes=1 << 20))
+    for i in range(60):
+        log.append_as_leader(batch([b"v" * (i % 7 * 20)] * (1 + i % 3)), leader_epoch=0)
+    seg = log.active_segment
+
+    def scanned(offset: int) -> object:
+        return seg.log.search_for_offset_from_position(offset, seg._offset_index.lookup(offset).position)
+
+    def check() -> None:
+        for offset in range(log.log_end_offset + 3):
+            assert seg.translate_offset(offset) == scanned(offset), offset
+
+    check()
+    scans = []
+    real = FileRecords.batch_headers
+    monkeypatch.setattr(FileRecords, "batch_headers", lambda self, *a: scans.append(a) or real(self, *a))
+    leo = log.log_end_offset
+    for offset in range(leo - 20, leo):
+        assert seg.read(offset, 1 << 20) is not None
+    assert scans == []
+    log.truncate_to(leo - 10)
+    check()
+    log.append_as_leader(batch([b"w"] * 4), leader_epoch=0)
+    check()

@@ -7,6 +7,7 @@ Not safe for concurrent mutation; in kopfka every method runs on the partition's
 from __future__ import annotations
 
 import random
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from kopfka.storage.producer_state import ProducerStateManager
 
 INT_MAX = 0x7FFFFFFF
+RECENT_BATCHES = 32
 
 
 class LogSegmentOffsetOverflowError(Exception):
@@ -50,9 +52,7 @@ class LogOffsetMetadata:
         return self.segment_base_offset == -1
 
     def on_same_segment(self, other: LogOffsetMetadata) -> bool:
-        return (
-            not self.message_offset_only and self.segment_base_offset == other.segment_base_offset
-        )
+        return not self.message_offset_only and self.segment_base_offset == other.segment_base_offset
 
 
 @dataclass(slots=True)
@@ -104,6 +104,10 @@ class LogSegment:
         self.bytes_since_last_index_entry = 0
         self._rolling_based_timestamp: int | None = None
         self._max_ts_and_offset: TimestampOffset | None = None  # lazy, from the time index
+        # (base offset, last offset, position, size) of the last batches appended, in order: the
+        # followers and consumers at the tail read exactly these, and find them here instead of
+        # by an index lookup and a scan of up to index.interval.bytes of batch headers
+        self._recent: deque[tuple[int, int, int, int]] = deque(maxlen=RECENT_BATCHES)
 
     @classmethod
     def open(
@@ -136,9 +140,7 @@ class LogSegment:
                 base_offset,
                 max_index_size,
             ),
-            TransactionIndex(
-                base_offset, lfu.transaction_index_file(directory, base_offset, file_suffix)
-            ),
+            TransactionIndex(base_offset, lfu.transaction_index_file(directory, base_offset, file_suffix)),
             base_offset,
             config.index_interval_bytes,
             random_segment_jitter(config),
@@ -176,8 +178,7 @@ class LogSegment:
     def _ensure_offset_in_range(self, offset: int) -> None:
         if not self.can_convert_to_relative_offset(offset):
             raise LogSegmentOffsetOverflowError(
-                f"detected offset overflow at offset {offset} in segment with base offset "
-                f"{self.base_offset}"
+                f"detected offset overflow at offset {offset} in segment with base offset {self.base_offset}"
             )
 
     # -- append ------------------------------------------------------------------------------
@@ -203,6 +204,7 @@ class LogSegment:
         max_ts, max_off = max_so_far.timestamp, max_so_far.offset
         interval = self.index_interval_bytes
         since = self.bytes_since_last_index_entry
+        recent = self._recent
         for batch in batches:
             batch_max_ts = batch.max_timestamp
             last_offset = batch.base_offset + batch.last_offset_delta
@@ -213,6 +215,7 @@ class LogSegment:
                 self._time_index.maybe_append(max_ts, max_off)
                 since = 0
             size = batch.batch_length + 12
+            recent.append((batch.base_offset, last_offset, physical_position, size))
             physical_position += size
             since += size
         self.bytes_since_last_index_entry = since
@@ -224,15 +227,17 @@ class LogSegment:
 
     # -- read --------------------------------------------------------------------------------
 
-    def translate_offset(
-        self, offset: int, starting_file_position: int = 0
-    ) -> LogOffsetPosition | None:
+    def translate_offset(self, offset: int, starting_file_position: int = 0) -> LogOffsetPosition | None:
         """The batch holding `offset` (or the first after it): index lookup + bounded
-        forward scan."""
+        forward scan, or the batches appended last when they hold it."""
+        recent = self._recent
+        if recent and recent[0][0] <= offset <= recent[-1][1]:
+            # contiguous: every batch before the first here ends below its base offset
+            for _, last, position, size in recent:
+                if last >= offset and position >= starting_file_position:
+                    return LogOffsetPosition(last, position, size)
         mapping = self._offset_index.lookup(offset)
-        return self.log.search_for_offset_from_position(
-            offset, max(mapping.position, starting_file_position)
-        )
+        return self.log.search_for_offset_from_position(offset, max(mapping.position, starting_file_position))
 
     def read(
         self,
@@ -243,9 +248,7 @@ class LogSegment:
     ) -> FetchDataInfo | None:
         """A slice starting at the batch containing `start_offset`; None if beyond this segment."""
         if max_size < 0:
-            raise ValueError(
-                f"invalid max size {max_size} for log read from segment {self.log.file}"
-            )
+            raise ValueError(f"invalid max size {max_size} for log read from segment {self.log.file}")
         start = self.translate_offset(start_offset)
         if start is None:
             return None
@@ -259,9 +262,7 @@ class LogSegment:
         fetch_size = min(max_position - start_position, adjusted_max_size)
         if fetch_size <= 0:
             return FetchDataInfo(metadata, None)
-        return FetchDataInfo(
-            metadata, self.log.slice(start_position, fetch_size), adjusted_max_size < start.size
-        )
+        return FetchDataInfo(metadata, self.log.slice(start_position, fetch_size), adjusted_max_size < start.size)
 
     def read_next_offset(self) -> int:
         """The offset after the last batch of this segment (baseOffset if empty)."""
@@ -271,9 +272,7 @@ class LogSegment:
             next_offset = header.base_offset + header.last_offset_delta + 1
         return next_offset
 
-    def find_offset_by_timestamp(
-        self, timestamp: int, starting_offset: int
-    ) -> TimestampAndOffset | None:
+    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> TimestampAndOffset | None:
         ts_offset = self._time_index.lookup(timestamp)
         position = self._offset_index.lookup(max(ts_offset.offset, starting_offset)).position
         return self.log.search_for_timestamp(timestamp, position, starting_offset)
@@ -358,6 +357,7 @@ class LogSegment:
 
         Returns the number of bytes truncated.
         """
+        self._recent.clear()
         self._offset_index.reset()
         self._time_index.reset()
         self.txn_index.reset()
@@ -367,9 +367,7 @@ class LogSegment:
         interval = self.index_interval_bytes
         for batch in self.log.valid_batches(0):
             last_offset = batch.base_offset + batch.last_offset_delta
-            if batch.base_offset < self.base_offset or not self.can_convert_to_relative_offset(
-                last_offset
-            ):
+            if batch.base_offset < self.base_offset or not self.can_convert_to_relative_offset(last_offset):
                 break
             if batch.max_timestamp > max_ts:
                 max_ts, max_off = batch.max_timestamp, last_offset
@@ -405,6 +403,7 @@ class LogSegment:
         self._offset_index.resize(max_index)
         self._time_index.resize(max_index)
         removed = 0 if mapping is None else self.log.truncate_to(mapping.position)
+        self._recent.clear()
         if self.log.size_in_bytes() == 0:
             self.created = self.time()
             self._rolling_based_timestamp = None
