@@ -17,7 +17,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kio.index import load_request_schema, load_response_schema
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
@@ -25,6 +24,7 @@ from kio.static.primitive import i16, i32
 
 from kopfka.protocol.entity_builder import build
 from kopfka.protocol.errors import ErrorCode
+from kopfka.protocol.schemas import load_request_schema, load_response_schema
 from kopfka.security import plain, scram
 from kopfka.security.client import AuthenticationError, ClientSecurity
 from kopfka.timeouts import within

@@ -13,7 +13,6 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from kio.index import load_request_schema, load_response_schema
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
@@ -23,6 +22,7 @@ from kio.serial import entity_reader, entity_writer
 from kopfka.protocol.api_versions import API_VERSIONS_KEY, is_supported
 from kopfka.protocol.produce_request import decode_produce_request
 from kopfka.protocol.request_guard import check_body
+from kopfka.protocol.schemas import load_request_schema, load_response_schema
 
 PRODUCE_KEY = 0
 

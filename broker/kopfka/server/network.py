@@ -24,11 +24,10 @@ from collections import deque
 from collections.abc import Coroutine
 from typing import Any
 
-from kio.index import load_response_schema
-
 from kopfka.protocol.api_versions import API_VERSIONS_KEY, is_supported
 from kopfka.protocol.entity_builder import build
 from kopfka.protocol.framing import FrameError, FrameReceiver, decode_request, encode_response, peek_header
+from kopfka.protocol.schemas import load_response_schema
 from kopfka.quota.throttling import admit_connection, finish_request, release_connection
 from kopfka.quota.work_time import WorkTimed
 from kopfka.security.listeners import PLAINTEXT, ListenerSecurity
