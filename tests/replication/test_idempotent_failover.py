@@ -153,7 +153,9 @@ def _fail_over(c: Any, writer: Writer, *, freeze_follower: bool = False) -> int:
 
 
 def test_idempotent_producer_survives_leader_sigkill(make_cluster: Any, tmp_path: Path) -> None:
-    c = make_cluster(3)
+    # no preferred-leader rebalance: the first victim, back in the ISR, must not take its
+    # leadership back before the second failover, which is meant to kill the leader that replaced it
+    c = make_cluster(3, {"auto.leader.rebalance.enable": "false"})
     create_topic(c, TOPIC, 1, 3)
     wait_full_isr(c, TOPIC, 30)
     writer = Writer(c.bootstrap()).start()
