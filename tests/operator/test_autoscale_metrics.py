@@ -14,7 +14,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from kopfka_operator.autoscale.metrics import BrokerScraper, PrometheusSource, ScrapeTarget, pod_targets
+from kopfka_operator.autoscale.metrics import (
+    BrokerScraper,
+    PrometheusSource,
+    ScrapeTarget,
+    pod_targets,
+    source_for,
+)
+from kopfka_operator.autoscale.policy import AutoscalingSpec
 from kopfka_operator.autoscale.samples import BYTES_IN, LOG_DIR_USAGE, NETWORK_IDLE, REQUEST_HANDLER_IDLE
 from kopfka_process import KopfkaProcess, free_port
 from load_testlib import SteadyProducer
@@ -130,6 +137,16 @@ async def test_restarts_and_bad_targets_give_no_rates_and_no_errors_raised(broke
         assert 0.5 < fourth.values[REQUEST_HANDLER_IDLE][0] <= 1.0
     finally:
         await scraper.close()
+
+
+async def test_the_spec_picks_the_source() -> None:
+    raw = {"minBrokers": 3, "maxBrokers": 6, "targets": {BYTES_IN: "20Mi"}}
+    scraper = source_for(AutoscalingSpec.from_mapping(raw), "ns")
+    assert isinstance(scraper, BrokerScraper)
+    prom = source_for(AutoscalingSpec.from_mapping({**raw, "prometheus": {"url": "http://prom:9090/"}}), "ns")
+    assert isinstance(prom, PrometheusSource) and (prom.url, prom.namespace) == ("http://prom:9090", "ns")
+    await scraper.close()
+    await prom.close()
 
 
 def test_pod_targets_are_the_broker_pods_with_an_ip() -> None:

@@ -96,6 +96,7 @@ BAD_SPECS = [
     ({"cooldownSeconds": True}, "cooldownSeconds must be a number"),
     ({"scaleDownStabilizationWindowSeconds": -1}, "scaleDownStabilizationWindowSeconds must be a number"),
     ({"tolerance": 1}, "tolerance must be a number between 0 and 0.99"),
+    ({"prometheus": {"url": "prometheus:9090"}}, "prometheus.url must be an http:// or https:// URL"),
 ]
 
 
@@ -129,7 +130,8 @@ def test_the_crd_schema_agrees_with_the_parser() -> None:
         "prometheus": {"url": "http://prometheus.monitoring:9090"},
     }
     assert not list(validator.iter_errors(good))
-    AutoscalingSpec.from_mapping(good)
+    assert AutoscalingSpec.from_mapping(good).prometheus_url == "http://prometheus.monitoring:9090"
+    assert spec().prometheus_url is None
 
 
 # --- one sample's recommendation -----------------------------------------------------------

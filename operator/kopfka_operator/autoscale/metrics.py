@@ -20,7 +20,8 @@ is scraped for the first time, has no rates in that sample; a broker that cannot
 none at all and its error in `Sample.errors`. Nothing here raises for a bad broker.
 
 `PrometheusSource(url, namespace=...)` answers the same `sample()` from PromQL instant queries
-(overridable per metric), for clusters whose metrics already go to a Prometheus server.
+(overridable per metric), for clusters whose metrics already go to a Prometheus server;
+`source_for(spec, namespace)` picks the one spec.brokers.autoscaling asks for.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ..naming import HTTP_PORT
 from ..roll.plan import pod_view
+from .policy import AutoscalingSpec
 from .samples import BYTES_IN, LOG_DIR_USAGE, NETWORK_IDLE, REQUEST_HANDLER_IDLE, Sample
 
 NS = 1e9
@@ -319,3 +321,10 @@ class PrometheusSource:
         if self._session is not None and self._own_session:
             await self._session.close()
         self._session = None
+
+
+def source_for(spec: AutoscalingSpec, namespace: str) -> MetricsSource:
+    """The source spec.brokers.autoscaling asks for: its Prometheus, or the brokers themselves."""
+    if spec.prometheus_url:
+        return PrometheusSource(spec.prometheus_url, namespace=namespace)
+    return BrokerScraper()

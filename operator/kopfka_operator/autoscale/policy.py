@@ -138,6 +138,7 @@ class AutoscalingSpec:
     cooldown: float = DEFAULT_COOLDOWN
     max_step: int = DEFAULT_MAX_STEP
     tolerance: float = DEFAULT_TOLERANCE
+    prometheus_url: str | None = None  # read the metrics from this Prometheus, not the brokers
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any], path: str = "spec.brokers.autoscaling") -> AutoscalingSpec:
@@ -181,6 +182,12 @@ class AutoscalingSpec:
                     raise SpecError("InvalidSpec", f"{where} must be a number from {low:g} to {high:g}, got {value!r}")
                 target = float(value)
             targets.append((name, target))
+        prometheus = raw.get("prometheus")
+        url = None
+        if prometheus is not None:
+            url = prometheus.get("url") if isinstance(prometheus, Mapping) else None
+            if not isinstance(url, str) or not re.match(r"^https?://\S+$", url):
+                raise SpecError("InvalidSpec", f"{path}.prometheus.url must be an http:// or https:// URL")
         return cls(
             min_brokers=lo,
             max_brokers=hi,
@@ -190,6 +197,7 @@ class AutoscalingSpec:
             cooldown=number("cooldownSeconds", DEFAULT_COOLDOWN, 0, 86400),
             max_step=integer("maxStep", DEFAULT_MAX_STEP, 1, MAX_BROKERS),
             tolerance=number("tolerance", DEFAULT_TOLERANCE, 0, 0.99),
+            prometheus_url=url,
         )
 
 
@@ -249,7 +257,7 @@ AUTOSCALING_SCHEMA: dict[str, Any] = {
             "type": "object",
             "description": "Read the metrics from this Prometheus server instead of scraping the brokers.",
             "required": ["url"],
-            "properties": {"url": {"type": "string", "pattern": "^https?://"}},
+            "properties": {"url": {"type": "string", "pattern": r"^https?://\S+$"}},
         },
     },
     "x-kubernetes-validations": [{"rule": "self.maxBrokers >= self.minBrokers", "message": "maxBrokers < minBrokers"}],
