@@ -97,7 +97,26 @@ def _export(p: Paths, ref: str) -> Path:
     partial.unlink(missing_ok=True)
     _buildah("push", "--quiet", ref, f"docker-archive:{partial}:{ref}")
     partial.rename(target)
+    _prune_older(p, ref)
     return target
+
+
+def _prune_older(p: Paths, ref: str) -> None:
+    """Drop the archives and buildah images of earlier source snapshots of the same image: each
+    is half a gigabyte, and a day of edits left twenty of them (a full disk fails the next
+    build's `ensurepip` and every test's tmp_path)."""
+    repo = ref.rsplit(":", 1)[0]
+    keep = _archive(p, ref)
+    stem = repo.replace("/", "_") + "@"
+    for old in p.images.glob(stem + "*.tar"):
+        if old != keep:
+            old.unlink(missing_ok=True)
+    listed = subprocess.run(
+        ["buildah", "images", "--format", "{{.Name}}:{{.Tag}}"], capture_output=True, text=True, check=False
+    ).stdout.split()
+    for name in listed:
+        if name.rsplit(":", 1)[0] == repo and name != ref and not name.endswith(":bookworm"):
+            subprocess.run(["buildah", "rmi", name], capture_output=True, check=False)
 
 
 def build_pause(p: Paths, bin_dir: Path) -> Path:

@@ -111,7 +111,8 @@ def test_a_broker_exports_its_idle_time_and_log_dir_capacity(tmp_path: Path) -> 
     stop = threading.Event()
     producer: threading.Thread | None = None
     try:
-        create_topic(proc.bootstrap, "load", 1)
+        # the load runs flat out for seconds: retention keeps it from writing a gigabyte
+        create_topic(proc.bootstrap, "load", 1, **{"segment.bytes": str(1 << 20), "retention.bytes": str(4 << 20)})
         m = scrape(http)
         for gauge in (
             "kafka_server_kafkarequesthandlerpool_requesthandleravgidle_percent",
