@@ -122,6 +122,9 @@ def kube(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
 
 
 def install_operator(kube: Kube, *extra: str) -> None:
+    """helm upgrade --install of the chart. Helm installs a chart's CRDs but never upgrades them,
+    so they are applied first (as an upgrade of a real installation has to do too)."""
+    kube.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
     repo, _, tag = kube.image.rpartition(":")
     kube.helm(
         "upgrade",

@@ -360,6 +360,15 @@ def _kafkacluster_spec() -> Schema:
                 "once every node runs the new image; unset: the highest level all nodes support. A "
                 "value below the finalized level is refused (Kafka cannot downgrade it safely)."
             ),
+            "rebalance": _obj(
+                {
+                    "onScaleUp": _bool("Spread replicas onto new brokers when brokers are added.", True),
+                    "throttleBytesPerSecond": _int(
+                        "Replication throttle for the moves (bytes/s per broker); 0: unthrottled.", 0, default=0
+                    ),
+                },
+                "Data movement when brokers are added or removed.",
+            ),
             "rollingUpdate": _obj(
                 {
                     "blockedTimeoutSeconds": _int(
@@ -406,6 +415,11 @@ def _kafkacluster_status() -> Schema:
                 "rejoins as a new voter, instead of posing as the voter it was (KIP-853).",
             },
             "roll": _roll_status(),
+            "scale": _obj(
+                {role: _scale_status(role) for role in ("controller", "broker", "combined")},
+                "Scaling in progress per pool (a shrink waits until the nodes going away are empty "
+                "and out of the quorum; voters grow one at a time).",
+            ),
             "config": _obj(
                 {
                     "appliedLive": _string_map(
@@ -436,6 +450,32 @@ def _kafkacluster_status() -> Schema:
             "brokers": _role_status("broker", with_selector=True),
         },
         "Observed state, written by the operator.",
+    )
+
+
+def _scale_status(role: str) -> Schema:
+    ints = {"type": "array", "items": {"type": "integer"}}
+    return _obj(
+        {
+            "voters": _str("What the voter-set change waits for."),
+            "votersGrowTo": _int("The next pod count a new voter may be created for.", 0),
+            "votersShrinkTo": _int("The pod count the voter set allows.", 0),
+            "removeVoters": {
+                "type": "array",
+                "description": "Voters to remove (RemoveRaftVoter) once their pods are gone.",
+                "items": _obj(
+                    {"nodeId": _int("Node id.", 0), "directoryId": _str("Its metadata directory id.")},
+                    "A voter's replica key.",
+                ),
+            },
+            "data": _str("What the data movement waits for, with its progress."),
+            "dataShrinkTo": _int("The pod count the emptied brokers allow.", 0),
+            "refused": _str("Why the requested scale is refused (e.g. a topic's replication factor)."),
+            "unregister": {**ints, "description": "Brokers removed and still to unregister."},
+            "spreadTo": {**ints, "description": "New brokers replicas are being spread onto."},
+            "brokers": _int("Broker pods last seen (to recognise new ones).", 0),
+        },
+        f"The {role} pool.",
     )
 
 

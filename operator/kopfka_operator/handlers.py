@@ -18,10 +18,12 @@ import kopf
 
 from . import GROUP, VERSION
 from .kube import ApiError, KubeApi
-from .naming import LABEL_CLUSTER, MANAGED_BY
+from .naming import LABEL_CLUSTER, MANAGED_BY, pool_name
 from .reconcile import delete_claims, reconcile, refresh_status
 from .roll.kafka_view import AdminKafkaView, KafkaView
 from .roll.roller import DEFAULT_BLOCKED_TIMEOUT, RollContext, roll_step
+from .scale.scaler import DataMover, ScaleContext, scale_step
+from .spec import SpecError, parse_spec
 
 PLURAL = "kafkaclusters"
 CHILD_LABELS: dict[str, Any] = {
@@ -45,6 +47,7 @@ class OperatorConfig:
     # How often the roller looks at a cluster (cheap when nothing is stale: two list calls).
     roll_interval_seconds: float = 3.0
     kafka_view: Callable[[Mapping[str, Any]], KafkaView | None] = default_view
+    data_mover: Callable[[Mapping[str, Any], KafkaView | None], DataMover | None] | None = None
 
 
 def configure_settings(settings: kopf.OperatorSettings) -> None:
@@ -160,10 +163,33 @@ def register(
             ctx = roll_contexts[key] = RollContext(api(), None, emit)
         ctx.api, ctx.emit, ctx.blocked_timeout = api(), emit, timeout
         ctx.view = cfg.kafka_view(body)
+        scaled = await _scale(body, ctx.view, emit)
         patch = await roll_step(ctx, body)
+        if scaled is not None:
+            patch = {**(patch or {}), "scale": scaled}
         if patch is not None:
             await api().patch("KafkaCluster", key[0], key[1], {"status": patch}, subresource="status")
+            if scaled is not None:  # the allowed replica counts changed: render them
+                fresh = await api().get("KafkaCluster", key[0], key[1])
+                if fresh is not None:
+                    await reconcile(api(), fresh, cfg.default_image)
             await refresh_status(api(), key[0], key[1], cfg.default_image)
+
+    async def _scale(body: kopf.Body, view: KafkaView | None, emit: Callable[[str, str, str], None]) -> Any:
+        try:
+            spec = parse_spec(body.get("spec") or {}, cfg.default_image)
+        except SpecError:
+            return None
+        running: dict[str, int] = {}
+        for pool in spec.pools:
+            sts = await api().get(
+                "StatefulSet", body.metadata.namespace or "", pool_name(body.metadata.name or "", pool.role)
+            )
+            if sts is not None:
+                running[pool.role] = int((sts.get("spec") or {}).get("replicas") or 0)
+        admin = view if isinstance(view, AdminKafkaView) else None
+        mover = cfg.data_mover(body, view) if cfg.data_mover is not None else None
+        return await scale_step(ScaleContext(view, admin, mover, emit), body, spec, running)
 
     @kopf.on.delete(GROUP, VERSION, PLURAL, registry=registry)
     @_retry_on_api_errors

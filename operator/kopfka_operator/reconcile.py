@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import hashlib
 import json
 import logging
@@ -31,7 +32,9 @@ from .naming import (
     MANAGED_BY,
     QUORUM_FORMED_KEY,
     config_map_name,
+    pool_name,
 )
+from .scale.replicas import rendered_replicas
 from .spec import ClusterSpec, SpecError, parse_spec
 from .status import Observed, build_status
 
@@ -168,6 +171,23 @@ async def ensure_ids(api: KubeApi, body: Mapping[str, Any], spec: ClusterSpec) -
     return cluster_id, voters or ""
 
 
+async def _with_safe_replicas(api: KubeApi, body: Mapping[str, Any], spec: ClusterSpec) -> ClusterSpec:
+    """The spec with each pool's replica count as the scaler allows it now (scale/replicas.py):
+    a shrink waits until the nodes going away are empty and out of the quorum, voters grow one
+    at a time."""
+    meta = body["metadata"]
+    scale = (body.get("status") or {}).get("scale") or {}
+    pools = {}
+    for pool in spec.pools:
+        sts = await api.get("StatefulSet", meta["namespace"], pool_name(meta["name"], pool.role))
+        running = ((sts or {}).get("spec") or {}).get("replicas")
+        count = rendered_replicas(pool.role, pool.replicas, running, scale.get(pool.role) or {})
+        pools[pool.role] = dataclasses.replace(pool, replicas=count)
+    if spec.controllers is None:
+        return dataclasses.replace(spec, brokers=pools[spec.brokers.role])
+    return dataclasses.replace(spec, brokers=pools["broker"], controllers=pools["controller"])
+
+
 async def _formed_in_config(api: KubeApi, namespace: str, name: str, spec: ClusterSpec) -> bool:
     """The voters' ConfigMap keeps the quorum-formed mark too (a lost status must not re-arm
     --initial-controllers for a wiped disk)."""
@@ -299,6 +319,7 @@ async def reconcile(api: KubeApi, body: Mapping[str, Any], default_image: str | 
     formed = bool((body.get("status") or {}).get("quorumFormed")) or await _formed_in_config(
         api, meta["namespace"], meta["name"], spec
     )
+    spec = await _with_safe_replicas(api, body, spec)
     cluster = Cluster(meta["name"], meta["namespace"], meta["uid"], cluster_id, voters, spec, formed)
     warnings = []
     for child in build_children(cluster):

@@ -125,6 +125,7 @@ def build_status(
             "bootstrapServers",
             "quorumFormed",
             "roll",  # written by the roller (roll/roller.py)
+            "scale",  # written by the scaler (scale/scaler.py)
             "config",  # the dynamic config applied live (roller)
             "metadataVersion",
         )
@@ -172,6 +173,9 @@ def build_status(
             reconciling = (True, "RollingUpdate", roll_summary(stale, previous.get("roll") or {}))
         else:
             reconciling = (False, "Reconciled", "every pod runs the current spec and is ready")
+        for role_state in (previous.get("scale") or {}).values():
+            if isinstance(role_state, Mapping) and role_state.get("refused"):
+                all_warnings.append(("ScaleRefused", str(role_state["refused"])))
         pods = [p for p in observed.pods if (p.get("metadata") or {}).get("labels", {}).get(LABEL_ROLE)]
         all_warnings += [("FormatStorageFailed", text) for text in format_failures(pods)]
     if all_warnings:

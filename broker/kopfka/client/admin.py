@@ -268,3 +268,15 @@ class Admin:
         supported = {f.name: (int(f.min_version), int(f.max_version)) for f in resp.supported_features}
         finalized = {f.name: int(f.max_version_level) for f in resp.finalized_features}
         return supported, finalized
+
+    async def remove_raft_voter(self, cluster_id: str | None, voter_id: int, directory_id: uuid.UUID) -> None:
+        """RemoveRaftVoter (KIP-853; a broker forwards it to the active controller)."""
+        resp = await self.conn.request(
+            81, 0, {"cluster_id": cluster_id, "voter_id": voter_id, "voter_directory_id": directory_id}
+        )
+        _check(resp.error_code, resp.error_message)
+
+    async def unregister_broker(self, broker_id: int) -> None:
+        """UnregisterBroker: the broker's registration goes (it must be shut down)."""
+        resp = await self.conn.request(64, 0, {"broker_id": broker_id})
+        _check(resp.error_code, resp.error_message)

@@ -34,6 +34,11 @@ RELEASE_VERSION_KEY = "release.version"
 
 
 def quorum_bootstrap_servers(cluster: Cluster) -> str:
+    """The initial voters' endpoints: a bootstrap list only (nodes learn the whole voter set from
+    the quorum), kept the same as controllers are added or removed, so scaling the quorum
+    changes no node's static config and rolls nothing."""
+    if cluster.initial_controllers:
+        return ",".join(entry.split("@", 1)[1].rsplit(":", 1)[0] for entry in cluster.initial_controllers.split(","))
     voters = cluster.spec.voters
     return ",".join(
         f"{pod_host(cluster.name, voters.role, i, cluster.namespace)}:{CONTROLLER_PORT}" for i in range(voters.replicas)

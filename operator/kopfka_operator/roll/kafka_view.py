@@ -128,7 +128,8 @@ class AdminKafkaView:
 
     async def alter_cluster_config(self, set_: dict[str, str], delete: list[str]) -> None:
         """The cluster-wide dynamic broker config (the BROKER resource with an empty name)."""
-        ops = [(k, SET, v) for k, v in sorted(set_.items())] + [(k, DELETE, None) for k in sorted(delete)]
+        ops: list[tuple[str, int, str | None]] = [(k, SET, v) for k, v in sorted(set_.items())]
+        ops += [(k, DELETE, None) for k in sorted(delete)]
         if not ops:
             return
         async with self._admin() as admin:
@@ -141,3 +142,21 @@ class AdminKafkaView:
     async def update_feature(self, name: str, level: int) -> None:
         async with self._admin() as admin:
             await admin.update_feature(name, level)
+
+    async def remove_voter(self, node_id: int, directory_id: str) -> None:
+        from kopfka import uuids
+
+        async with self._admin() as admin:
+            _, _, cluster_id = await admin.metadata([])
+            await admin.remove_raft_voter(cluster_id, node_id, uuids.from_str(directory_id))
+
+    async def unregister_broker(self, node_id: int) -> None:
+        """Already unregistered (BROKER_ID_NOT_REGISTERED) counts as done."""
+        from kopfka.client.admin import AdminError
+
+        async with self._admin() as admin:
+            try:
+                await admin.unregister_broker(node_id)
+            except AdminError as exc:
+                if exc.code != ErrorCode.broker_id_not_registered:
+                    raise

@@ -1,0 +1,244 @@
+"""Scaling without losing a replica or a vote, one step per timer tick (as the roller).
+
+Voters (the dedicated controllers, or the combined pool) grow one pod at a time: each new node
+joins the voter set by itself (KIP-853 auto-join) and catches up before the next is created.
+They shrink one at a time: the highest ordinal is removed from the voter set (RemoveRaftVoter)
+while the others remain a caught-up majority, and only then is its pod let go.
+
+Brokers: a shrink below the largest replication factor of any topic is refused with the topics
+named. Otherwise the brokers going away (the highest ordinals, as a StatefulSet removes them)
+are emptied first by the data mover, and the StatefulSet shrinks only once they hold nothing and
+every partition is fully in ISR elsewhere; then they are unregistered. New brokers (a grow) get
+replicas spread onto them by the data mover unless spec.rebalance.onScaleUp is false.
+
+Each role's progress is in `status.scale.<role>`; replicas.py turns it into what is rendered.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ..naming import node_id_base
+from ..roll.gates import QuorumSnapshot, may_stop_voter, voter_caught_up
+from ..roll.kafka_view import KafkaView
+from ..spec import ClusterSpec, Pool
+from .replicas import BROKER_ROLES, VOTER_ROLES
+
+log = logging.getLogger(__name__)
+Emit = Callable[[str, str, str], None]
+
+
+class DataMover(Protocol):
+    """Moves replicas for the scaler: one bounded step per call, resumable, (done, progress)."""
+
+    async def evacuate(self, brokers: list[int]) -> tuple[bool, str]: ...
+    async def spread(self, brokers: list[int]) -> tuple[bool, str]: ...
+
+
+class NodeAdmin(Protocol):
+    async def remove_voter(self, node_id: int, directory_id: str) -> None: ...
+    async def unregister_broker(self, node_id: int) -> None: ...
+
+
+@dataclass
+class ScaleContext:
+    view: KafkaView | None
+    admin: NodeAdmin | None
+    mover: DataMover | None
+    emit: Emit
+
+
+async def _safe(coro: Awaitable[Any]) -> Any:
+    try:
+        return await coro
+    except Exception as exc:
+        log.info("scaler: %s", exc)
+        return None
+
+
+async def _ok(coro: Awaitable[Any]) -> bool:
+    try:
+        await coro
+    except Exception as exc:
+        log.info("scaler: %s", exc)
+        return False
+    return True
+
+
+def _ids(pool: Pool, first: int, last: int) -> list[int]:
+    return [node_id_base(pool.role) + i for i in range(first, last)]
+
+
+def _say(ctx: ScaleContext, state: dict[str, Any], key: str, text: str, event: tuple[str, str] | None = None) -> None:
+    """Record what the role waits for; emit an Event the first time it is said."""
+    if state.get(key) != text and event is not None:
+        ctx.emit(event[0], event[1], text)
+    state[key] = text
+
+
+async def _voters(ctx: ScaleContext, pool: Pool, running: int, state: dict[str, Any]) -> None:
+    wanted = pool.replicas
+    quorum: QuorumSnapshot | None = await _safe(ctx.view.quorum()) if ctx.view is not None else None
+    # A voter whose pod is gone is removed from the voter set (not before: a removed controller
+    # that still runs would join again by itself, KIP-853 auto-join).
+    pending = [dict(r) for r in state.get("removeVoters") or []]
+    if pending and quorum is not None and ctx.admin is not None:
+        left = []
+        for r in pending:
+            if r["nodeId"] not in quorum.voter_ids:
+                continue
+            if int(r["nodeId"]) - node_id_base(pool.role) < running:
+                left.append(r)  # its pod is still there
+            elif await _ok(ctx.admin.remove_voter(int(r["nodeId"]), str(r["directoryId"]))):
+                ctx.emit("Normal", "RemovedVoter", f"controller {r['nodeId']} removed from the voter set")
+            else:
+                left.append(r)
+        pending = left
+    state["removeVoters"] = pending or None
+    if wanted == running:
+        for key in ("votersGrowTo", "votersShrinkTo"):
+            state.pop(key, None)
+        state["voters"] = f"removing voters {[r['nodeId'] for r in pending]}" if pending else None
+        return
+    if quorum is None:
+        state["voters"] = "waiting for DescribeQuorum"
+        return
+    if wanted > running:
+        present = _ids(pool, 0, running)
+        missing = [n for n in present if not (n in quorum.voter_ids and voter_caught_up(quorum, n))]
+        if missing:
+            state["voters"] = f"waiting for voters {missing} in the quorum and caught up"
+            return
+        nxt = node_id_base(pool.role) + running
+        state["votersGrowTo"] = running + 1
+        _say(
+            ctx,
+            state,
+            "voters",
+            f"adding controller {nxt}: its pod formats and joins the voter set",
+            ("Normal", "AddingVoter"),
+        )
+        return
+    state.pop("votersGrowTo", None)
+    leaving = node_id_base(pool.role) + running - 1
+    voter = next((v for v in quorum.voters if v.node_id == leaving), None)
+    if voter is not None:
+        verdict = may_stop_voter(quorum, leaving)
+        if not verdict.ok:
+            state["voters"] = f"before removing controller {leaving}: {verdict.waiting_for}"
+            return
+        state["removeVoters"] = [*pending, {"nodeId": leaving, "directoryId": voter.directory_id}]
+    state["votersShrinkTo"] = running - 1
+    _say(
+        ctx,
+        state,
+        "voters",
+        f"controller {leaving}: its pod goes, then it leaves the voter set",
+        ("Normal", "RemovingVoter"),
+    )
+
+
+async def _brokers(ctx: ScaleContext, pool: Pool, running: int, state: dict[str, Any], on_scale_up: bool) -> None:
+    wanted = pool.replicas
+    known = state.get("brokers")
+    if isinstance(known, int) and running > known and on_scale_up:
+        state["spreadTo"] = sorted({*(state.get("spreadTo") or []), *_ids(pool, known, running)})
+    state["brokers"] = running
+    # brokers that have gone again are nothing to spread onto
+    state["spreadTo"] = [b for b in state.get("spreadTo") or [] if b - node_id_base(pool.role) < running] or None
+    if wanted < running:
+        snapshot = await _safe(ctx.view.cluster()) if ctx.view is not None else None
+        if snapshot is None:
+            state["data"] = "waiting for Metadata"
+            return
+        rf: dict[str, int] = {}
+        for p in snapshot.partitions:
+            rf[p.topic] = max(rf.get(p.topic, 0), len(p.replicas))
+        too_big = sorted(t for t, n in rf.items() if n > wanted)
+        if too_big:
+            names = ", ".join(f"{t} (RF {rf[t]})" for t in too_big[:20])
+            _say(
+                ctx,
+                state,
+                "refused",
+                f"scaling to {wanted} broker(s) refused: a larger replication factor: {names}",
+                ("Warning", "ScaleDownRefused"),
+            )
+            return
+        state.pop("refused", None)
+        leaving = _ids(pool, wanted, running)
+        hosted = [p for p in snapshot.partitions if set(leaving) & set(p.replicas)]
+        lagging = [p for p in snapshot.partitions if set(p.isr) != set(p.replicas)]
+        if not hosted and not lagging:
+            done, progress = True, "nothing to move"
+        elif ctx.mover is None:
+            state["data"] = f"waiting for {len(hosted)} partition(s) to move off brokers {leaving}"
+            return
+        else:
+            done, progress = await ctx.mover.evacuate(leaving)
+        state["data"] = f"moving replicas off brokers {leaving}: {progress}"
+        if done:
+            state["dataShrinkTo"] = wanted
+            state["unregister"] = sorted({*(state.get("unregister") or []), *leaving})
+            _say(
+                ctx,
+                state,
+                "data",
+                f"brokers {leaving} hold no replica: the StatefulSet shrinks to {wanted}",
+                ("Normal", "BrokersEmptied"),
+            )
+        return
+    state.pop("refused", None)
+    state.pop("dataShrinkTo", None)
+    if state.get("unregister") and ctx.admin is not None:
+        left = []
+        for node in state["unregister"]:
+            if not await _ok(ctx.admin.unregister_broker(node)):
+                left.append(node)
+        if len(left) < len(state["unregister"]):
+            ctx.emit("Normal", "BrokersUnregistered", f"unregistered: {sorted(set(state['unregister']) - set(left))}")
+        state["unregister"] = left or None
+    if state.get("spreadTo") and ctx.mover is not None:
+        done, progress = await ctx.mover.spread(list(state["spreadTo"]))
+        state["data"] = f"spreading replicas onto brokers {state['spreadTo']}: {progress}"
+        if done:
+            ctx.emit("Normal", "Rebalanced", f"replicas spread onto brokers {state['spreadTo']}")
+            state["spreadTo"] = None
+            state["data"] = None
+
+
+async def scale_step(
+    ctx: ScaleContext,
+    body: Mapping[str, Any],
+    spec: ClusterSpec,
+    running: Mapping[str, int],
+) -> dict[str, Any] | None:
+    """One step over every pool (`running`: role -> its StatefulSet's spec.replicas); returns the
+    new status.scale when it changed."""
+    status = body.get("status") or {}
+    before = status.get("scale") or {}
+    after: dict[str, Any] = {}
+    rolling = (status.get("roll") or {}).get("phase") in ("Rolling", "Blocked")
+    on_scale_up = bool(((body.get("spec") or {}).get("rebalance") or {}).get("onScaleUp", True))
+    for pool in spec.pools:
+        state = dict(before.get(pool.role) or {})
+        if pool.role in running:
+            if pool.role in VOTER_ROLES:
+                await _voters(ctx, pool, running[pool.role], state)
+            if pool.role in BROKER_ROLES and not rolling:
+                await _brokers(ctx, pool, running[pool.role], state, on_scale_up)
+        after[pool.role] = {k: v for k, v in state.items() if v is not None}
+    if after == before:
+        return None
+    # a merge patch: keys that went away must be sent as null, or the API server keeps them
+    patch: dict[str, Any] = {}
+    for role in {*before, *after}:
+        old_state, new_state = before.get(role) or {}, after.get(role)
+        if new_state is None:
+            patch[role] = None
+        else:
+            patch[role] = {key: new_state.get(key) for key in {*old_state, *new_state}}
+    return patch
