@@ -1,8 +1,9 @@
 """Dynamic broker configs on a KRaft cluster (1 controller + 2 brokers, separate processes), set
 with `kopfka configs` as kafka-configs would: num.replica.fetchers changes how many fetch
-connections a follower keeps to its leader, unclean.leader.election.enable at the cluster default
-gets a leaderless partition a leader outside its ISR (Kafka's periodic maybeElectUncleanLeaders),
-and the controller itself refuses what Kafka cannot change at runtime."""
+connections a follower keeps to its leader, min.insync.replicas at the cluster default decides
+acks=all on a shrunk ISR, unclean.leader.election.enable at the cluster default gets a leaderless
+partition a leader outside its ISR (Kafka's periodic maybeElectUncleanLeaders), and the controller
+itself refuses what Kafka cannot change at runtime."""
 
 from __future__ import annotations
 
@@ -14,7 +15,10 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 from harness import broker, create_topic, describe, request, run, wait_full_isr, wait_until
+from kopfka.protocol.errors import ErrorCode
 from kopfka.server.replica_fetcher import ReplicaFetcherManager
+
+from tests.integration.test_dynamic_broker_config import produce_raw
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -76,6 +80,22 @@ def test_num_replica_fetchers_resizes_the_fetch_connections(make_cluster: Any) -
     configs(c, "--entity-default", "--alter", "--add-config", "num.replica.fetchers=2")
     configs(c, "--entity-default", "--alter", "--delete-config", "num.replica.fetchers")
     wait_until(lambda: connections(b1.proc.pid, b0.address) == 1, 15, "back to one fetch connection")
+
+
+def test_min_insync_replicas_at_the_cluster_default(make_cluster: Any) -> None:
+    """acks=all on an ISR shrunk to the leader: refused at the static 2, accepted once the cluster
+    default is 1, refused again at 2 (ELR is on: the cluster-level value is set, never deleted)."""
+    c = make_cluster(2)
+    b0, b1 = broker(c, 0), broker(c, 1)
+    create_topic(c, "mis", 1, configs={"retention.ms": "-1"}, assignments={0: [0, 1]})
+    wait_full_isr(c, "mis")
+    b1.kill()
+    wait_until(lambda: describe(c, "mis")[0].isr == [0], 20, "broker 1 out of the ISR")
+    assert produce_raw(b0.address, "mis", b"x")[0] == ErrorCode.not_enough_replicas
+    configs(c, "--entity-default", "--alter", "--add-config", "min.insync.replicas=1")
+    wait_until(lambda: produce_raw(b0.address, "mis", b"x")[0] == ErrorCode.none, 10, "acks=all accepted")
+    configs(c, "--entity-default", "--alter", "--add-config", "min.insync.replicas=2")
+    wait_until(lambda: produce_raw(b0.address, "mis", b"x")[0] == ErrorCode.not_enough_replicas, 10, "refused")
 
 
 def test_unclean_leader_election_enabled_at_runtime_elects_a_leader(make_cluster: Any) -> None:
