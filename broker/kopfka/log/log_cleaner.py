@@ -314,11 +314,11 @@ class LogCleaner:
             assert cleaned is not None
             # back on the loop: swap only if still ours and the group is still in the log
             segs = ulog.local_log.segments
-            if (
-                self._stopping.is_set()
-                or not self.manager.still_in_progress(tp)
-                or any(segs.get(s.base_offset) is not s for s in group)
-            ):
+            if self._stopping.is_set():
+                cleaned.close()
+                cleaned.delete_if_exists()
+                raise LogCleaningAbortedError(f"cleaning of {ulog.topic_partition} stopped: the cleaner is restarting")
+            if not self.manager.still_in_progress(tp) or any(segs.get(s.base_offset) is not s for s in group):
                 cleaned.close()
                 cleaned.delete_if_exists()
                 raise LogCleaningAbortedError(f"{tp}: log changed while cleaning")
