@@ -90,7 +90,7 @@ def test_reconfigure_mid_clean_aborts_and_retries_with_the_new_settings(
 
     with caplog.at_level(logging.INFO, logger="kopfka.log"):
         asyncio.run(scenario())
-    assert "stopped: the log cleaner is restarting" in caplog.text
+    assert "stopped: the cleaner is restarting" in caplog.text
     assert "Started 2 log cleaner task(s)" in caplog.text
     assert not list((tmp_path / "t-0").glob("*.cleaned")), "the aborted clean left a .cleaned file"
     records = all_records(ulog)

@@ -119,7 +119,7 @@ class LogCleaner:
         """Between chunks of a clean (worker thread): unwind when aborted or when this generation
         of cleaner tasks is stopping (Kafka's checkDone: isRunning, then checkCleaningAborted)."""
         if stopping.is_set():
-            raise LogCleaningAbortedError(f"cleaning of {tp} stopped: the log cleaner is restarting")
+            raise LogCleaningAbortedError(f"cleaning of {tp} stopped: the cleaner is restarting")
         self.manager.check_cleaning_aborted(_tp(tp))
 
     # -- dynamic reconfiguration (log.cleaner.* keys) -------------------------------------
