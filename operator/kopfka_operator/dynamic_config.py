@@ -14,21 +14,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 # Broker-level names of topic configs (Kafka's ServerTopicConfigSynonyms): the broker's
-# default for every topic without an override.
+# default for every topic without an override. Only the most specific form of each is dynamic in
+# Kafka (log.retention.ms, log.roll.ms, log.roll.jitter.ms): log.retention.{minutes,hours},
+# log.roll.hours and log.roll.jitter.hours are refused at runtime, so they roll the pods.
 LOG_CONFIG_SYNONYMS = frozenset(
     {
         "log.segment.bytes",
         "log.roll.ms",
-        "log.roll.hours",
         "log.roll.jitter.ms",
-        "log.roll.jitter.hours",
         "log.index.size.max.bytes",
         "log.flush.interval.messages",
         "log.flush.interval.ms",
         "log.retention.bytes",
         "log.retention.ms",
-        "log.retention.minutes",
-        "log.retention.hours",
         "log.index.interval.bytes",
         "log.cleaner.delete.retention.ms",
         "log.cleaner.min.compaction.lag.ms",

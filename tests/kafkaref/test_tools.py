@@ -87,11 +87,11 @@ def test_kafka_configs_topics_brokers_clients_users(kopfka_session: KopfkaProces
     assert "log.cleaner.threads=2 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:log.cleaner.threads=2" in out
     tool(k, "kafka-configs", *broker, "--alter", "--delete-config", "log.cleaner.threads")
     default = ("--entity-type", "brokers", "--entity-default")
-    out = tool(k, "kafka-configs", *default, "--alter", "--add-config", "log.retention.check.interval.ms=60000")
+    out = tool(k, "kafka-configs", *default, "--alter", "--add-config", "log.retention.ms=3600000")
     assert "Completed updating default config for brokers in the cluster." in out.stdout
     out = tool(k, "kafka-configs", *default, "--describe").stdout
-    assert "log.retention.check.interval.ms=60000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:" in out
-    tool(k, "kafka-configs", *default, "--alter", "--delete-config", "log.retention.check.interval.ms")
+    assert "log.retention.ms=3600000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:" in out
+    tool(k, "kafka-configs", *default, "--alter", "--delete-config", "log.retention.ms")
 
     client = ("--entity-type", "clients", "--entity-name", "tools-client")
     tool(k, "kafka-configs", *client, "--alter", "--add-config", "producer_byte_rate=1048576,request_percentage=50")

@@ -43,12 +43,28 @@ class TopicInfo:
 
 
 class Admin:
-    def __init__(self, conn: KafkaConnection) -> None:
+    def __init__(self, conn: KafkaConnection, security: ClientSecurity | None = None) -> None:
         self.conn = conn
+        self.security = security
 
     @classmethod
     async def connect(cls, bootstrap: str, security: ClientSecurity | None = None) -> Admin:
-        return cls(await KafkaConnection.open(bootstrap, security=security))
+        return cls(await KafkaConnection.open(bootstrap, security=security), security)
+
+    async def _config_request(self, resource_type: int, name: str, api_key: int, version: int, body: Any) -> Any:
+        """A configs request, sent as Kafka's admin client sends it: a broker's own configs
+        (BROKER "<id>") to that broker, anything else to the connected one."""
+        if resource_type != 4 or not name:
+            return await self.conn.request(api_key, version, body)
+        brokers, _, _ = await self.metadata([])
+        if int(name) not in brokers:
+            raise AdminError(ErrorCode.broker_not_available, f"broker {name} is not in the cluster metadata")
+        host, port, _rack = brokers[int(name)]
+        conn = await KafkaConnection.open(f"{host}:{port}", security=self.security)
+        try:
+            return await conn.request(api_key, version, body)
+        finally:
+            await conn.close()
 
     async def close(self) -> None:
         await self.conn.close()
@@ -130,7 +146,9 @@ class Admin:
         _check(r.error_code, r.error_message)
 
     async def describe_configs(self, resource_type: int, name: str, keys: list[str] | None = None) -> list[Any]:
-        resp = await self.conn.request(
+        resp = await self._config_request(
+            resource_type,
+            name,
             32,
             4,
             {
@@ -146,7 +164,9 @@ class Admin:
     async def incremental_alter_configs(
         self, resource_type: int, name: str, ops: list[tuple[str, int, str | None]], validate_only: bool = False
     ) -> None:
-        resp = await self.conn.request(
+        resp = await self._config_request(
+            resource_type,
+            name,
             44,
             1,
             {

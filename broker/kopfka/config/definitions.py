@@ -75,7 +75,9 @@ class ConfigKey:
     doc: str = ""
     validator: Callable[[Any], str | None] | None = None
     sensitive: bool = False
-    read_only: bool = False  # not dynamically alterable on a running broker
+    # informational only: which broker keys a running broker takes is Kafka's list in
+    # kopfka.config.dynamic_broker_config (DescribeConfigs' read_only comes from there)
+    read_only: bool = False
 
     def parse(self, raw: Any) -> Any:
         """Parse a raw (string or already-typed) value and validate it."""
@@ -147,3 +149,36 @@ def java_double(x: float) -> str:
     d = decimal.Decimal(repr(abs(x))).normalize()
     digits = "".join(map(str, d.as_tuple().digits))
     return f"{'-' if x < 0 else ''}{digits[0]}.{digits[1:] or '0'}E{d.adjusted()}"
+
+
+# IncrementalAlterConfigs operations (AlterConfigOp.OpType)
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+
+
+class AlterOpError(ValueError):
+    """An operation that cannot apply to its key (Kafka answers INVALID_CONFIG / INVALID_REQUEST)."""
+
+    def __init__(self, message: str, *, invalid_request: bool = False) -> None:
+        super().__init__(message)
+        self.invalid_request = invalid_request
+
+
+def apply_alter_op(current: str | None, op: int, value: str | None, key: str, defn: ConfigKey | None) -> str | None:
+    """The value a key has after one IncrementalAlterConfigs operation (None: deleted). APPEND and
+    SUBTRACT work on list keys and, as in Kafka, start from the default when the key is unset."""
+    if op == OP_SET:
+        return value
+    if op == OP_DELETE:
+        return None
+    if op in (OP_APPEND, OP_SUBTRACT):
+        if defn is None or defn.type != "list":
+            raise AlterOpError(f"Config value append/subtract is not allowed for config key {key} (not a list)")
+        base = current if current is not None else (format_value(defn.default) or "")
+        items = [x for x in base.split(",") if x]
+        change = [x.strip() for x in (value or "").split(",") if x.strip()]
+        if op == OP_APPEND:
+            items += [x for x in change if x not in items]
+        else:
+            items = [x for x in items if x not in change]
+        return ",".join(items)
+    raise AlterOpError(f"Unknown config operation {op}", invalid_request=True)

@@ -69,6 +69,7 @@ SERVER_CONFIG = (
     .define("connections.max.idle.ms", "long", 600_000)
     .define("num.network.threads", "int", 3, validator=at_least(1))
     .define("num.io.threads", "int", 8, validator=at_least(1))
+    .define("background.threads", "int", 10, validator=at_least(1), doc="worker threads of the broker's scheduler")
     .define("queued.max.requests", "int", 500, validator=at_least(1))
     .define("request.timeout.ms", "int", 30000)
     .define("max.request.partition.size.limit", "int", 2000, validator=at_least(1))
@@ -130,6 +131,13 @@ SERVER_CONFIG = (
     .define("cordoned.log.dirs", "list", [])
     .define("min.insync.replicas", "int", 1, validator=at_least(1))
     .define("unclean.leader.election.enable", "boolean", False)
+    .define(
+        "unclean.leader.election.interval.ms",
+        "long",
+        300_000,
+        validator=at_least(1),
+        doc="How often the active controller elects unclean leaders where now allowed (Kafka's internal key)",
+    )
     # --- replication
     .define("replica.lag.time.max.ms", "long", 30000)
     .define("replica.fetch.max.bytes", "int", 1_048_576)

@@ -11,12 +11,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from kopfka import uuids
-from kopfka.config.definitions import ConfigError, format_value
+from kopfka.config.definitions import AlterOpError, ConfigError, apply_alter_op
+from kopfka.config.dynamic_broker_config import DynamicConfigError, validate_keys
 from kopfka.config.group_config import GROUP_RESOURCE, validate_group_config
 from kopfka.config.log_config import TOPIC_CONFIG
 from kopfka.config.server_config import SERVER_CONFIG
@@ -63,7 +64,6 @@ log = logging.getLogger(__name__)
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
 
 PRODUCER_ID_BLOCK_SIZE = 1000
-OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 
 
 @dataclass
@@ -151,6 +151,7 @@ class QuorumController:
         self._session_timeout_s = int(static_config.get("broker.session.timeout.ms", 9000)) / 1000  # type: ignore[call-overload]
         self._fencer: asyncio.Task[None] | None = None
         self._rebalancer: asyncio.Task[None] | None = None
+        self._unclean_elector: asyncio.Task[None] | None = None
         self._was_active = False
         self._background: set[asyncio.Task[None]] = set()
         self.bootstrap_records: list[mr.MetadataRecord] = []
@@ -191,6 +192,10 @@ class QuorumController:
             self._fencer = asyncio.create_task(self._fence_expired_loop(), name="controller-fencer")
         if self._rebalancer is None or self._rebalancer.done():
             self._rebalancer = asyncio.create_task(self._auto_rebalance_loop(), name="controller-leader-rebalance")
+        if self._unclean_elector is None or self._unclean_elector.done():
+            self._unclean_elector = asyncio.create_task(
+                self._unclean_election_loop(), name="controller-unclean-leader-election"
+            )
 
     async def _fence_expired_loop(self) -> None:
         """broker.session.timeout.ms: a broker that stopped heartbeating is fenced and loses leadership."""
@@ -550,31 +555,66 @@ class QuorumController:
                 out.extend(mr.PartitionChangeRecord(pid, tid, leader=pref) for tid, pid, pref in parts)
         return out
 
-    async def _auto_rebalance_loop(self) -> None:
+    async def _periodic_elections(
+        self, what: str, interval_s: Callable[[], float], enabled: Callable[[], bool], plan: Callable[[], list[Any]]
+    ) -> None:
+        """A pass of elections every interval while this controller is active (Kafka's deferred
+        maybeBalancePartitionLeaders / maybeElectUncleanLeaders events)."""
         while self.is_active:
-            interval = float(self.static_config.get("leader.imbalance.check.interval.seconds", 300))  # type: ignore[arg-type]
-            await asyncio.sleep(max(interval, 0.1))
-            enabled: object = self.image.broker_config(None).get("auto.leader.rebalance.enable")
-            if enabled is None:
-                enabled = self.static_config.get("auto.leader.rebalance.enable", True)
-            if str(enabled).lower() != "true":
+            await asyncio.sleep(max(interval_s(), 0.05))
+            if not enabled():
                 continue
             try:
                 async with self._lock:
                     if not self.is_active:
                         return
-                    records = self._imbalanced_partitions()
+                    records = plan()
                     if records:
-                        log.info(
-                            "[QuorumController id=%d] preferred leader election for %d partitions",
-                            self.node_id,
-                            len(records),
-                        )
+                        log.info("[QuorumController id=%d] %s for %d partitions", self.node_id, what, len(records))
                         await self._write(records)
             except KafkaError as exc:
-                log.debug("leader rebalance failed: %s", exc)
+                log.debug("%s failed: %s", what, exc)
             except Exception:
-                log.exception("leader rebalance failed")
+                log.exception("%s failed", what)
+
+    async def _auto_rebalance_loop(self) -> None:
+        def enabled() -> bool:
+            value: object = self.image.broker_config(None).get("auto.leader.rebalance.enable")
+            if value is None:
+                value = self.static_config.get("auto.leader.rebalance.enable", True)
+            return str(value).lower() == "true"
+
+        await self._periodic_elections(
+            "preferred leader election",
+            lambda: max(float(self.static_config.get("leader.imbalance.check.interval.seconds", 300)), 0.1),  # type: ignore[arg-type]
+            enabled,
+            self._imbalanced_partitions,
+        )
+
+    def _unclean_elections(self, limit: int = 1000) -> list[mr.MetadataRecord]:
+        """Kafka's maybeElectUncleanLeaders: a leaderless partition of a topic where
+        unclean.leader.election.enable allows it (topic config, else the cluster default, else
+        server.properties: a dynamic change counts) gets a live replica outside the ISR as leader."""
+        out: list[mr.MetadataRecord] = []
+        for t in self.image.topics_by_id.values():
+            for pid, p in t.partitions.items():
+                if p.leader != -1 or not self._unclean_allowed(t.name):
+                    continue
+                rec = self._change(t.topic_id, pid, p)
+                if rec is not None and rec.leader is not None and rec.leader >= 0:
+                    out.append(rec)
+                    if len(out) >= limit:
+                        return out
+        return out
+
+    async def _unclean_election_loop(self) -> None:
+        """Every unclean.leader.election.interval.ms (Kafka's internal default: 5 minutes)."""
+        await self._periodic_elections(
+            "unclean leader election (maybeElectUncleanLeaders)",
+            lambda: int(self.static_config.get("unclean.leader.election.interval.ms", 300_000)) / 1000,  # type: ignore[call-overload]
+            lambda: True,
+            self._unclean_elections,
+        )
 
     # --- reassignments ---------------------------------------------------------------------------
     async def alter_partition_reassignments(
@@ -863,11 +903,15 @@ class QuorumController:
                 raise KafkaError(ErrorCode.invalid_config, f"Unknown topic config name: {key}")
             defn = TOPIC_CONFIG.keys[key]
         elif rtype == BROKER_RESOURCE:
-            if rname and rname != str(self.node_id) and not rname.isdigit():
-                raise KafkaError(ErrorCode.invalid_request, f"Invalid broker id {rname}")
-            defn = SERVER_CONFIG.keys.get(key) or TOPIC_CONFIG.keys.get(key)  # type: ignore[assignment]
-            if defn is None:
-                raise KafkaError(ErrorCode.invalid_config, f"Unknown broker config name: {key}")
+            if rname:  # ControllerConfigurationValidator.validateBrokerName
+                try:
+                    broker_id = int(rname, 10)
+                except ValueError:
+                    raise KafkaError(
+                        ErrorCode.invalid_request, "Unable to parse broker name as a base 10 number."
+                    ) from None
+                if broker_id < 0:
+                    raise KafkaError(ErrorCode.invalid_request, "Invalid negative broker ID.")
             if key == MIN_INSYNC_REPLICAS and elr_enabled(self.image.features):
                 # KIP-966: every node must agree on which partitions are under min ISR
                 if rname:
@@ -880,8 +924,7 @@ class QuorumController:
                         ErrorCode.invalid_config,
                         "Cluster-level min.insync.replicas cannot be removed while ELR is enabled.",
                     )
-            if defn.read_only:
-                raise KafkaError(ErrorCode.invalid_config, f"Cannot update these configs dynamically: {{{key}}}")
+            return  # the keys and values are checked together (_validate_broker_changes)
         elif rtype == CLIENT_METRICS_RESOURCE:
             validate_client_metrics_config(rname, key, value)
             return
@@ -901,6 +944,14 @@ class QuorumController:
                 defn.parse(value)
             except ConfigError as exc:
                 raise KafkaError(ErrorCode.invalid_config, str(exc)) from exc
+
+    def _validate_broker_changes(self, rname: str, changes: dict[str, str | None]) -> None:
+        """Only Kafka's dynamic broker keys (kopfka.config.dynamic_broker_config), with Kafka's
+        INVALID_REQUEST and wording; deleting a key is always allowed."""
+        try:
+            validate_keys({k: v for k, v in changes.items() if v is not None}, per_broker=bool(rname))
+        except DynamicConfigError as exc:
+            raise KafkaError(ErrorCode.invalid_request, str(exc)) from exc
 
     async def _alter_resources(
         self, resources: list[tuple[int, str, Any]], plan: Any, *, validate_only: bool
@@ -965,38 +1016,23 @@ class QuorumController:
     ) -> list[mr.MetadataRecord]:
         current = dict(self.image.configs.get((rtype, rname), {}))
         recs: list[mr.MetadataRecord] = []
+        changes: dict[str, str | None] = {}
         for key, op, value in ops:
-            if op == OP_SET:
-                new_value = value
-            elif op == OP_DELETE:
-                new_value = None
-            elif op in (OP_APPEND, OP_SUBTRACT):
-                defn = TOPIC_CONFIG.keys.get(key) or SERVER_CONFIG.keys.get(key)
-                if defn is None or defn.type != "list":
-                    raise KafkaError(
-                        ErrorCode.invalid_config,
-                        f"Config value append/subtract is not allowed for config key {key} (not a list)",
-                    )
-                # Kafka appends to / subtracts from the default when the key is unset
-                base = current.get(key)
-                if base is None:
-                    base = format_value(defn.default) or ""
-                items = [x for x in base.split(",") if x]
-                add = [x.strip() for x in (value or "").split(",") if x.strip()]
-                items = (
-                    items + [x for x in add if x not in items]
-                    if op == OP_APPEND
-                    else [x for x in items if x not in add]
-                )
-                new_value = ",".join(items)
-            else:
-                raise KafkaError(ErrorCode.invalid_request, f"Unknown config operation {op}")
+            defn = TOPIC_CONFIG.keys.get(key) or SERVER_CONFIG.keys.get(key)
+            try:
+                new_value = apply_alter_op(current.get(key), op, value, key, defn)
+            except AlterOpError as exc:
+                code = ErrorCode.invalid_request if exc.invalid_request else ErrorCode.invalid_config
+                raise KafkaError(code, str(exc)) from exc
             self._validate_config(rtype, rname, key, new_value)
             if new_value is None:
                 current.pop(key, None)
             else:
                 current[key] = new_value
+            changes[key] = new_value
             recs.append(mr.ConfigRecord(rtype, rname, key, new_value))
+        if rtype == BROKER_RESOURCE:
+            self._validate_broker_changes(rname, changes)
         return recs
 
     async def alter_configs(
@@ -1010,6 +1046,8 @@ class QuorumController:
         for key, value in values.items():
             self._validate_config(rtype, rname, key, value)
             recs.append(mr.ConfigRecord(rtype, rname, key, value))
+        if rtype == BROKER_RESOURCE:
+            self._validate_broker_changes(rname, values)
         for key in self.image.configs.get((rtype, rname), {}):
             if key not in values:
                 recs.append(mr.ConfigRecord(rtype, rname, key, None))
@@ -1372,6 +1410,6 @@ class QuorumController:
             return out
 
     async def close(self) -> None:
-        for t in [self._fencer, self._rebalancer, *self._background]:
+        for t in [self._fencer, self._rebalancer, self._unclean_elector, *self._background]:
             if t is not None:
                 t.cancel()

@@ -134,31 +134,53 @@ class SkimpyOffsetMap:
 
 class Throttler:
     """Shared by all cleaner threads: keeps cleaner I/O under
-    log.cleaner.io.max.bytes.per.second by sleeping the caller."""
+    log.cleaner.io.max.bytes.per.second by sleeping the caller. The rate can change while the
+    cleaner runs (a dynamic config change); a sleeper then wakes and goes on at the new rate."""
 
     def __init__(self, bytes_per_second: float, check_interval_ms: int = 100) -> None:
         self.rate = bytes_per_second
         self.check_interval = check_interval_ms / 1000
         self._lock = threading.Lock()
+        self._wake = threading.Condition()
         self._start = time.monotonic()
         self._observed = 0.0
+        self.sleeps = 0  # how often a cleaner slept to keep the rate
+        self.throttled_s = 0.0  # for how long, in total (a sleep counts once it ended)
 
-    def maybe_throttle(self, observed: float) -> None:
+    def update_rate(self, bytes_per_second: float) -> None:
+        """Kafka's updateDesiredRatePerSec: the new rate applies from now on."""
+        with self._lock:
+            self.rate = bytes_per_second
+            self._start, self._observed = time.monotonic(), 0.0
+        self.interrupt()
+
+    def interrupt(self) -> None:
+        """Wake every thread sleeping in maybe_throttle (a rate change or a cleaner stopping)."""
+        with self._wake:
+            self._wake.notify_all()
+
+    def maybe_throttle(self, observed: float) -> bool:
+        """Account `observed` bytes; sleep while over the rate. True if it slept."""
         if self.rate >= 1e300:
-            return
+            return False
         with self._lock:
             self._observed += observed
             now = time.monotonic()
             elapsed = now - self._start
             if elapsed < self.check_interval:
-                return
+                return False
             desired = self._observed / self.rate
             sleep = desired - elapsed
             self._start, self._observed = now, 0.0
-        if sleep > 0:
-            time.sleep(sleep)
-            with self._lock:
-                self._start = time.monotonic()
+        if sleep <= 0:
+            return False
+        with self._wake:
+            self.sleeps += 1
+            self._wake.wait(sleep)
+        with self._lock:
+            self.throttled_s += time.monotonic() - now
+            self._start = time.monotonic()
+        return True
 
 
 # --- record scanning ----------------------------------------------------------------------
@@ -285,6 +307,7 @@ class Cleaner:
         self.time_ms = time_ms
         self.offset_map: SkimpyOffsetMap | None = None
         self.stats = CleanerStats()
+        self._unchecked = 0  # bytes read since the last check_done
 
     def _map_for(self, dirty_bytes: int) -> SkimpyOffsetMap:
         """The map, never above the configured memory; a small dirty section gets a smaller
@@ -321,7 +344,7 @@ class Cleaner:
                 if header.base_offset >= end:
                     break
                 stats.map_bytes_read += header.size
-                self.throttler.maybe_throttle(header.size)
+                self._progress(tp, header.size)
                 if header.is_control or _in_aborted_txn(header, aborted):
                     continue
                 for offset, key, _has_value in iter_keys(batch, header):
@@ -366,6 +389,7 @@ class Cleaner:
                 self.check_done(tp)
                 last_of_group = i == len(group) - 1
                 min_horizon = self._clean_into(
+                    tp,
                     old,
                     cleaned,
                     offset_map,
@@ -392,6 +416,7 @@ class Cleaner:
 
     def _clean_into(
         self,
+        tp: str,
         source: LogSegment,
         dest: LogSegment,
         offset_map: SkimpyOffsetMap,
@@ -413,7 +438,7 @@ class Cleaner:
             current = next(batches, None)
             stats.bytes_read += header.size
             stats.messages_read += header.records_count
-            self.throttler.maybe_throttle(header.size)
+            self._progress(tp, header.size)
             is_last_batch = last_of_group and current is None
             new = self._filter_batch(
                 header,
@@ -443,6 +468,15 @@ class Cleaner:
         if out:
             self._flush_out(dest, out, out_headers)
         return min_horizon
+
+    def _progress(self, tp: str, nbytes: int) -> None:
+        """Throttle, and check whether to stop (an abort, or the cleaner stopping for a
+        reconfiguration) every io-buffer's worth of bytes, as Kafka checks per read chunk."""
+        slept = self.throttler.maybe_throttle(nbytes)
+        self._unchecked += nbytes
+        if slept or self._unchecked >= self.io_buffer_size:
+            self._unchecked = 0
+            self.check_done(tp)
 
     def _flush_out(self, dest: LogSegment, out: bytearray, headers: list[BatchHeader]) -> None:
         dest.append(headers[-1].last_offset, out, headers)

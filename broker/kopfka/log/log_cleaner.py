@@ -5,12 +5,18 @@ retention on compacted logs, and sleep log.cleaner.backoff.ms when there was not
 The scan and recopy passes are blocking I/O and run on the cleaner's own worker thread;
 selection, the segment swap and the state transitions run on the event loop, so a swap never
 interleaves with an append, a fetch, retention or a deletion of the same log.
+
+The log.cleaner.* keys are dynamic (Kafka's LogCleaner.reconfigure): a change stops the
+cleaner tasks cleanly — a clean in progress unwinds at its next check, leaves no `.cleaned`
+file behind and is retried — and starts new ones with the new threads, buffers and backoff;
+the I/O throttle is shared across restarts and takes its new rate at once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -22,6 +28,7 @@ from kopfka.log.cleaned_txn_metadata import CleanedTransactionMetadata
 from kopfka.log.cleaner import Cleaner, CleanResult, LogCleaningAbortedError, Throttler, group_segments_by_size
 from kopfka.log.log_cleaner_manager import LogCleanerManager, LogToClean, TopicPartition
 from kopfka.storage.unified_log import UnifiedLog
+from kopfka.timeouts import wait_quietly
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +38,8 @@ def _now_ms() -> int:
 
 
 class CleanerConfig:
+    """The cleaner's settings from the broker's current config (server.properties and dynamic)."""
+
     def __init__(self, values: Mapping[str, Any]) -> None:
         self.num_threads = int(values.get("log.cleaner.threads", 1))
         self.dedupe_buffer_size = int(values.get("log.cleaner.dedupe.buffer.size", 134_217_728))
@@ -62,12 +71,21 @@ class LogCleaner:
         # the figures of each cleaner task's last completed clean (Kafka's lastStats), read by
         # the metrics collector at scrape time; None until that task has cleaned something
         self.last_clean: list[LastClean | None] = []
+        # the running generation of cleaner tasks is told to stop through these: the flag is read
+        # by the worker threads between chunks, the event wakes a task sleeping out its backoff
+        self._stopping = threading.Event()
+        self._wake: asyncio.Event | None = None
+        self._reconfiguring: asyncio.Lock | None = None
+        self.generation = 0  # how many times the cleaner tasks were (re)started
 
     def startup(self, start_tasks: bool = True) -> None:
         """Build the cleaners; with start_tasks, start their loops (tests drive them by hand)."""
         n = max(1, self.config.num_threads)
         per_thread = self.config.dedupe_buffer_size // max(n, 1)
         io_per_thread = self.config.io_buffer_size // max(n, 1) // 2
+        stopping = self._stopping = threading.Event()
+        self._wake = asyncio.Event() if start_tasks else None
+        self.generation += 1
         for i in range(n):
             cleaner = Cleaner(
                 i,
@@ -75,7 +93,7 @@ class LogCleaner:
                 io_per_thread,
                 self.config.load_factor,
                 self.throttler,
-                lambda tp: self.manager.check_cleaning_aborted(_tp(tp)),
+                lambda tp, stopping=stopping: self._check_done(tp, stopping),  # type: ignore[misc]
                 self.time_ms,
             )
             self.cleaners.append(cleaner)
@@ -86,7 +104,58 @@ class LogCleaner:
                 self._tasks.append(
                     asyncio.get_running_loop().create_task(self._run(i), name=f"kafka-log-cleaner-thread-{i}")
                 )
-        log.info("Started %d log cleaner task(s)", n)
+        log.info(
+            "Started %d log cleaner task(s) (dedupe buffer %d bytes, I/O buffer %d bytes per task, "
+            "load factor %s, backoff %d ms, I/O at most %s bytes/s)",
+            n,
+            per_thread,
+            io_per_thread,
+            self.config.load_factor,
+            self.config.backoff_ms,
+            "unbounded" if self.config.max_io_bytes_per_second >= 1e300 else f"{self.config.max_io_bytes_per_second:g}",
+        )
+
+    def _check_done(self, tp: str, stopping: threading.Event) -> None:
+        """Between chunks of a clean (worker thread): unwind when aborted or when this generation
+        of cleaner tasks is stopping (Kafka's checkDone: isRunning, then checkCleaningAborted)."""
+        if stopping.is_set():
+            raise LogCleaningAbortedError(f"cleaning of {tp} stopped: the cleaner is restarting")
+        self.manager.check_cleaning_aborted(_tp(tp))
+
+    # -- dynamic reconfiguration (log.cleaner.* keys) -------------------------------------
+
+    @staticmethod
+    def validate_reconfiguration(current_threads: int, new: CleanerConfig) -> str | None:
+        """Kafka's LogCleaner.validateReconfiguration: the problem, or None."""
+        n = new.num_threads
+        if n < 1:
+            return "Log cleaner threads should be at least 1"
+        if n < current_threads // 2:
+            return f"Log cleaner threads cannot be reduced to less than half the current value {current_threads}"
+        if n > current_threads * 2:
+            return f"Log cleaner threads cannot be increased to more than double the current value {current_threads}"
+        return None
+
+    def reconfigure(self, config: CleanerConfig) -> asyncio.Task[None]:
+        """Kafka's LogCleaner.reconfigure: the throttle takes the new rate at once, then the
+        cleaner tasks are stopped cleanly and started again with the new config. Returns the
+        restart (consecutive reconfigurations run one after the other)."""
+        old, self.config = self.config, config
+        if config.max_io_bytes_per_second != old.max_io_bytes_per_second:
+            log.info("Updating logCleanerIoMaxBytesPerSecond: %s", config.max_io_bytes_per_second)
+            self.throttler.update_rate(config.max_io_bytes_per_second)
+        return asyncio.get_running_loop().create_task(self._restart(), name="log-cleaner-reconfigure")
+
+    async def _restart(self) -> None:
+        if self._reconfiguring is None:
+            self._reconfiguring = asyncio.Lock()
+        async with self._reconfiguring:
+            if self.manager.shutting_down:
+                return
+            log.info("Restarting the log cleaner with %d task(s)", max(1, self.config.num_threads))
+            await self._stop_cleaners()
+            if not self.manager.shutting_down:
+                self.startup()
 
     # -- metrics (kafka.log:type=LogCleaner), computed when scraped ------------------------
 
@@ -124,31 +193,54 @@ class LogCleaner:
 
     async def shutdown(self) -> None:
         self.manager.shutting_down = True
-        for t in self._tasks:
-            t.cancel()
-        for t in self._tasks:
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):
-                pass
-        self._tasks.clear()
-        for ex in self._executors:
+        if self._reconfiguring is None:
+            self._reconfiguring = asyncio.Lock()
+        async with self._reconfiguring:  # after a restart in progress, which then starts nothing
+            await self._stop_cleaners()
+
+    async def _stop_cleaners(self, timeout: float = 30.0) -> None:
+        """Stop this generation's tasks: each ends after the step it is in (a clean unwinds at
+        its next check, through the cleaning state machine, so the partition is cleanable
+        again), then their worker threads end. A task still running after `timeout` is cancelled."""
+        tasks, executors = self._tasks, self._executors
+        self._tasks, self._executors = [], []
+        self._stopping.set()
+        if self._wake is not None:
+            self._wake.set()
+        self.throttler.interrupt()
+        if tasks:
+            _done, pending = await asyncio.wait(tasks, timeout=timeout)
+            for t in pending:
+                log.warning("log cleaner task %s did not stop within %.0f s: cancelling it", t.get_name(), timeout)
+                t.cancel()
+            for t in tasks:
+                try:
+                    await t
+                except (asyncio.CancelledError, Exception):
+                    pass
+        for ex in executors:
             await asyncio.to_thread(ex.shutdown, True)
+        self.cleaners = []
+        self.last_clean = []
 
     # -- the loop ------------------------------------------------------------------------
 
     async def _run(self, i: int) -> None:
-        while True:
+        stopping, wake = self._stopping, self._wake
+        assert wake is not None
+        while not stopping.is_set():
             try:
                 cleaned = await self.try_clean_filthiest_log(i)
+                if stopping.is_set():
+                    return
                 await self._delete_old_segments_of_compacted_logs()
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("log cleaner %d: unexpected error", i)
                 cleaned = False
-            if not cleaned:
-                await asyncio.sleep(self.config.backoff_ms / 1000)
+            if not cleaned and not stopping.is_set():
+                await wait_quietly(wake.wait(), self.config.backoff_ms / 1000)
 
     async def _delete_old_segments_of_compacted_logs(self) -> None:
         deletable = self.manager.deletable_logs(self.logs())
@@ -169,8 +261,8 @@ class LogCleaner:
         tp = ltc.tp
         try:
             await self._clean(i, ltc)
-        except LogCleaningAbortedError:
-            log.info("Cleaning of %s-%d aborted", *tp)
+        except LogCleaningAbortedError as exc:
+            log.info("Cleaning of %s-%d aborted (%s)", *tp, exc)
         except OSError as e:
             if self.manager.still_in_progress(tp):
                 self._io_error(ltc.log, e)
@@ -222,6 +314,10 @@ class LogCleaner:
             assert cleaned is not None
             # back on the loop: swap only if still ours and the group is still in the log
             segs = ulog.local_log.segments
+            if self._stopping.is_set():
+                cleaned.close()
+                cleaned.delete_if_exists()
+                raise LogCleaningAbortedError(f"cleaning of {ulog.topic_partition} stopped: the cleaner is restarting")
             if not self.manager.still_in_progress(tp) or any(segs.get(s.base_offset) is not s for s in group):
                 cleaned.close()
                 cleaned.delete_if_exists()

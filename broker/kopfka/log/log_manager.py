@@ -460,6 +460,22 @@ class LogManager:
         assert self._loop is not None
         self._tasks.append(self._loop.create_task(run(), name=name))
 
+    # --- dynamic broker configs (applied by kopfka.server.dynamic_config) -----------------
+    def reconfigure_log_configs(self) -> None:
+        """Kafka's DynamicLogConfig: the broker-level defaults changed, so every log's config is
+        recomputed (a topic override still wins); current and future (moving) logs alike."""
+        configs: dict[str, LogConfig] = {}
+        for (topic, _p), ulog in [*self.current_logs.items(), *self.future_logs.items()]:
+            cfg = configs.get(topic)
+            if cfg is None:
+                cfg = configs[topic] = self.config_for(topic)
+            ulog.update_config(cfg)
+
+    def set_producer_id_expiration_ms(self, ms: int) -> None:
+        """producer.id.expiration.ms for every log's producer state (new logs read the config)."""
+        for _tp, ulog in [*self.current_logs.items(), *self.future_logs.items()]:
+            ulog.producer_state.producer_id_expiration_ms = ms
+
     # --- registry ----------------------------------------------------------------------
     def get_log(self, tp: TopicPartition, is_future: bool = False) -> UnifiedLog | None:
         return (self.future_logs if is_future else self.current_logs).get(tp)

@@ -1,8 +1,9 @@
 """QuotaManagers: the broker's quota managers in one place, fed from the metadata image.
 
-Installed as a metadata publisher: client-quota records (user / client-id / ip entities) and
-dynamic broker configs (max.connections and friends) are applied when a delta touches them,
-so a quota change takes effect for connected clients on their next request.
+Installed as a metadata publisher: client-quota records (user / client-id / ip entities) are
+applied when a delta touches them, so a quota change takes effect for connected clients on their
+next request. The connection limits (max.connections and friends) are dynamic broker configs:
+kopfka.server.dynamic_config applies them to `connections`.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kopfka.metadata.image import BROKER_RESOURCE, MetadataDelta, MetadataImage
+from kopfka.metadata.image import MetadataDelta, MetadataImage
 from kopfka.quota.client_quota_manager import (
     IP,
     QUOTA_KEYS,
@@ -25,12 +26,6 @@ from kopfka.quota.connection_quotas import CONNECTION_CREATION_RATE, ConnectionQ
 from kopfka.quota.stats import MetricConfig
 
 ANONYMOUS = "ANONYMOUS"
-CONNECTION_KEYS = (
-    "max.connections",
-    "max.connections.per.ip",
-    "max.connections.per.ip.overrides",
-    "max.connection.creation.rate",
-)
 
 # first request version answered strictly (THROTTLING_QUOTA_EXCEEDED) per mutating API
 STRICT_SINCE = {19: 6, 20: 5, 37: 3}
@@ -71,7 +66,6 @@ class QuotaManagers:
             max_creation_rate=int(values.get("max.connection.creation.rate", 2**31 - 1)),
             protected_listener=protected_listener,
         )
-        self.static_values = dict(values)
 
     @property
     def client_managers(self) -> tuple[ClientQuotaManager, ...]:
@@ -80,8 +74,6 @@ class QuotaManagers:
     def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
         if delta.changed_quotas or delta.finished_snapshot:
             self.apply_client_quotas(image.client_quotas)
-        if any(rtype == BROKER_RESOURCE for rtype, _ in delta.changed_configs):
-            self.apply_broker_config(image.broker_config(self.node_id))
 
     def apply_client_quotas(self, quotas: Mapping[Entity, Mapping[str, float]]) -> None:
         per_type: dict[str, dict[Entity, float]] = {k: {} for k in QUOTA_KEYS.values()}
@@ -97,19 +89,3 @@ class QuotaManagers:
         for mgr in self.client_managers:
             mgr.update_quotas(per_type[mgr.key])
         self.connections.update_ip_quotas(ip_rates)
-
-    def apply_broker_config(self, dynamic: Mapping[str, str]) -> None:
-        """Dynamic cluster-default broker configs over the static ones (connection limits)."""
-
-        def value(key: str) -> Any:
-            return dynamic.get(key, self.static_values.get(key))
-
-        try:
-            self.connections.update_limits(
-                max_connections=int(value("max.connections") or 2**31 - 1),
-                max_per_ip=int(value("max.connections.per.ip") or 2**31 - 1),
-                per_ip_overrides=parse_overrides(str(value("max.connections.per.ip.overrides") or "")),
-                max_creation_rate=int(value("max.connection.creation.rate") or 2**31 - 1),
-            )
-        except ValueError:
-            pass

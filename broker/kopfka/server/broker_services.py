@@ -10,7 +10,7 @@ from typing import Any
 
 from kopfka.config.definitions import ConfigError
 from kopfka.config.log_config import TOPIC_CONFIG, LogConfig, effective_log_config
-from kopfka.config.server_config import SERVER_CONFIG, KafkaConfig
+from kopfka.config.server_config import KafkaConfig
 from kopfka.log.log_manager import LogManager
 from kopfka.metadata.loader import MetadataLoader
 from kopfka.server.fetch_session import FetchSessionCache
@@ -61,23 +61,13 @@ class BrokerServices:
     metrics: Any = None  # kopfka.metrics.BrokerMetrics
     telemetry: Any = None  # kopfka.telemetry.ClientMetricsManager (KIP-714)
     authorizer: Any = None  # kopfka.security.authorizer.StandardAuthorizer, None without authorizer.class.name
-
-
-def broker_values(config: KafkaConfig, loader: MetadataLoader) -> dict[str, Any]:
-    """Static server.properties values overlaid with dynamic broker configs from the image."""
-    values = dict(config.values)
-    for key, raw in loader.image.broker_config(config.node_id).items():
-        defn = SERVER_CONFIG.keys.get(key)
-        if defn is None:
-            continue
-        try:
-            values[key] = defn.parse(raw)
-        except ConfigError:
-            continue
-    return values
+    dynamic_config: Any = None  # kopfka.server.dynamic_config.DynamicBrokerConfig
 
 
 def make_config_for(config: KafkaConfig, loader: MetadataLoader) -> Any:
+    """A topic's LogConfig: its overrides in the image over the broker's current config (which
+    kopfka.server.dynamic_config keeps up to date with the dynamic broker configs)."""
+
     def config_for(topic: str) -> LogConfig:
         overrides = {}
         for key, raw in loader.image.topic_config(topic).items():
@@ -86,6 +76,6 @@ def make_config_for(config: KafkaConfig, loader: MetadataLoader) -> Any:
                     overrides[key] = TOPIC_CONFIG.keys[key].parse(raw)
                 except ConfigError:
                     continue
-        return effective_log_config(overrides, broker_values(config, loader))
+        return effective_log_config(overrides, config.values)
 
     return config_for

@@ -34,6 +34,7 @@ from kopfka.security.client import ClientSecurity
 from kopfka.security.listeners import ListenerSecurity, listener_protocol, listener_security
 from kopfka.server.broker_lifecycle import BrokerLifecycleManager, BrokerState
 from kopfka.server.broker_services import BrokerServices, InProcessController, make_config_for
+from kopfka.server.dynamic_config import DynamicBrokerConfig, broker_reconfigurables, read_local_dynamic_configs
 from kopfka.server.fetch_session import FetchSessionCache
 from kopfka.server.health import HealthServer
 from kopfka.server.network import KafkaNetworkServer
@@ -63,7 +64,9 @@ class KafkaServer:
         self.local_controller: QuorumController | None = None
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
-        self.scheduler = KafkaScheduler()
+        self.scheduler = KafkaScheduler(int(config["background.threads"]))
+        # the broker's current config: server.properties overlaid by the dynamic broker configs
+        self.dynamic_config = DynamicBrokerConfig(config)
         self.listener_security: dict[str, ListenerSecurity] = {}
         self.inter_broker_security: ClientSecurity | None = None
         self.controller_security: ClientSecurity | None = None
@@ -147,10 +150,16 @@ class KafkaServer:
             return self.kraft.controller_ready()
         return self.state == BrokerState.RUNNING.name
 
+    def initialize_dynamic_config(self) -> None:
+        """Start with the dynamic broker configs of the local metadata log, so the logs are loaded
+        (and recovered: num.recovery.threads.per.data.dir) with the values last set."""
+        self.dynamic_config.initialize(*read_local_dynamic_configs(self.config.metadata_log_dir, self.node_id))
+
     async def _start_local(self, cluster_id: str) -> None:
         cfg = self.config
         loader = MetadataLoader("broker")
         self.scheduler.bind(asyncio.get_running_loop())
+        self.initialize_dynamic_config()
         self.log_manager = LogManager(
             cfg.log_dirs, make_config_for(cfg, loader), scheduler=self.scheduler, server_config=cfg.values
         )
@@ -225,7 +234,10 @@ class KafkaServer:
             lambda: services.lifecycle.broker_epoch if services.lifecycle else -1,
             self.inter_broker_security,
         )
-        loader.install_publishers([self.replica_manager])
+        # dynamic broker configs first: the other publishers see the current config
+        services.dynamic_config = self.dynamic_config
+        self.dynamic_config.add(*broker_reconfigurables(self, services))
+        loader.install_publishers([self.dynamic_config, self.replica_manager])
         from kopfka.coordinator.group import GroupCoordinator  # consumer groups + offsets (after the replicas)
 
         services.group_coordinator = GroupCoordinator(services)

@@ -112,6 +112,8 @@ async def start_kraft_node(server: KafkaServer, cluster_id: str) -> None:
     meta = meta_properties.read(cfg.metadata_log_dir)
     assert meta is not None  # _check_formatted ran
     boot = bootstrap.read_bootstrap(cfg.metadata_log_dir) or bootstrap.bootstrap_records()
+    if cfg.is_broker:  # before the raft client touches the metadata log
+        server.initialize_dynamic_config()
     boot_voters: tuple[tuple[int, str, str, int], ...] = ()
     for rec in boot:
         if isinstance(rec, mr.VotersRecord):

@@ -161,6 +161,19 @@ class ReplicaFetcherManager:
         if key is not None and key in self.fetchers:
             self.fetchers[key].remove(tp)
 
+    def resize(self, num_fetchers: int) -> None:
+        """num.replica.fetchers changed (Kafka's resizeThreadPool): every partition is assigned
+        again by hash over the new count, keeping its fetch state (the log is the state: the next
+        fetch starts at its end), and fetchers left without partitions stop."""
+        if num_fetchers == self.num_fetchers:
+            return
+        log.info("Resizing the fetcher pool from %d to %d fetchers per source broker", self.num_fetchers, num_fetchers)
+        self.num_fetchers = num_fetchers
+        for tp, (leader_id, _fid) in list(self.assignment.items()):
+            self.add_partition(tp, leader_id)
+        for key in [k for k, f in self.fetchers.items() if not f.partitions]:
+            self.fetchers.pop(key).stop()
+
     def is_leader_throttled(self, tp: TopicPartition) -> bool:
         """Listed in leader.replication.throttled.replicas as served by us: its bytes count."""
         if not self.leader_quota.enabled:

@@ -17,11 +17,10 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Sequence, Set
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kopfka.config.server_config import SERVER_CONFIG
 from kopfka.log.log_manager import LogManager
 from kopfka.metadata.image import TOPIC_RESOURCE, MetadataDelta, MetadataImage, replica_dir_online
 from kopfka.protocol.errors import ErrorCode, KafkaError
@@ -116,28 +115,19 @@ class ReplicaManager:
                 continue
             for pid in pids:
                 self._apply_partition(topic.name, topic_id, pid, image)
+        # broker-level defaults (BROKER resources) reach the logs through the dynamic config
+        # publisher (kopfka.server.dynamic_config), which runs first
         for rtype, rname in delta.changed_configs:
             if rtype == TOPIC_RESOURCE:
                 self._reconfigure_topic(rname)
-            else:
-                for tp in list(self.partitions):
-                    self._reconfigure_topic(tp[0])
-                self._update_throttle_rates()
 
-    def _update_throttle_rates(self) -> None:
-        dyn = self.image.broker_config(self.node_id)
-
-        def rate(key: str) -> int:
-            raw = dyn.get(key)
-            if raw is None:
-                raw = self.config[key] if self.config is not None else SERVER_CONFIG.keys[key].default
-            return int(raw)
-
+    def update_replication_quotas(self, values: Mapping[str, Any]) -> None:
+        """The replication throttles of the broker's current config (dynamic ones included)."""
         # intra-broker moves (AlterReplicaLogDirs) are paced as Kafka's ReplicaAlterLogDirsThread
-        self.log_manager.move_rate = rate("replica.alter.log.dirs.io.max.bytes.per.second")
-        if self.fetchers is not None and self.config is not None:
+        self.log_manager.move_rate = int(values["replica.alter.log.dirs.io.max.bytes.per.second"])
+        if self.fetchers is not None:
             self.fetchers.update_throttle_rates(
-                rate("leader.replication.throttled.rate"), rate("follower.replication.throttled.rate")
+                int(values["leader.replication.throttled.rate"]), int(values["follower.replication.throttled.rate"])
             )
 
     def _apply_partition(self, topic: str, topic_id: str, pid: int, image: MetadataImage) -> None:

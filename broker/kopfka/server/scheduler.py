@@ -21,7 +21,9 @@ Task = tuple[str, Callable[[], None]]
 
 class KafkaScheduler:
     def __init__(self, threads: int = 2) -> None:
+        self.threads = threads
         self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="kafka-scheduler")
+        self._retired: list[ThreadPoolExecutor] = []  # pools replaced by a resize, finishing their work
         self._loop: asyncio.AbstractEventLoop | None = None
         self._timers: dict[asyncio.TimerHandle, Task] = {}
         self._closed = False
@@ -64,6 +66,17 @@ class KafkaScheduler:
         except RuntimeError:  # the executor is shut down: run it here rather than lose it
             self._run(*task)
 
+    def resize(self, threads: int) -> None:
+        """background.threads changed (Kafka's resizeThreadPool): work submitted from now on runs on
+        `threads` workers; work already queued finishes on the old pool, which then ends."""
+        if threads == self.threads:
+            return
+        log.info("Resizing the background thread pool from %d to %d", self.threads, threads)
+        old, self.threads = self._executor, threads
+        self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="kafka-scheduler")
+        old.shutdown(wait=False)
+        self._retired.append(old)
+
     async def shutdown(self) -> None:
         """Run what is still waiting for its delay now (delayed deletes included), then stop the
         threads once they are done. Called on the loop thread."""
@@ -73,3 +86,5 @@ class KafkaScheduler:
             self._submit(task)
         self._timers.clear()
         await asyncio.to_thread(self._executor.shutdown, True)
+        for old in self._retired:
+            await asyncio.to_thread(old.shutdown, True)

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kopfka.config.definitions import ConfigKey, format_value
+from kopfka.config.definitions import OP_DELETE, AlterOpError, ConfigKey, apply_alter_op, format_value
+from kopfka.config.dynamic_broker_config import DynamicConfigError, is_dynamic, valid_stored
 from kopfka.config.group_config import GROUP_CONFIG, GROUP_RESOURCE, group_config_value
 from kopfka.config.log_config import BROKER_SYNONYMS, SYNONYM_SCALE, TOPIC_CONFIG
 from kopfka.config.server_config import SERVER_CONFIG
@@ -48,16 +49,18 @@ Chain = tuple[str, str | None, int]  # (config name, value, source)
 
 
 def _broker_layers(ctx: RequestContext, key: str) -> list[tuple[str, int]]:
-    """(value, source) of a broker key, most specific first."""
+    """(value, source) of a broker key, most specific first. A dynamic value counts only for a
+    key Kafka lets change at runtime (one stored otherwise is ignored, as the broker ignores it)."""
     image = ctx.image
     node = str(ctx.services.node_id)
     layers = []
-    per_broker = image.configs.get((BROKER_RESOURCE, node), {})
-    if key in per_broker:
-        layers.append((per_broker[key], DYNAMIC_BROKER_CONFIG))
-    cluster = image.configs.get((BROKER_RESOURCE, ""), {})
-    if key in cluster:
-        layers.append((cluster[key], DYNAMIC_DEFAULT_BROKER_CONFIG))
+    if is_dynamic(key):
+        per_broker = image.configs.get((BROKER_RESOURCE, node), {})
+        if key in per_broker:
+            layers.append((per_broker[key], DYNAMIC_BROKER_CONFIG))
+        cluster = image.configs.get((BROKER_RESOURCE, ""), {})
+        if key in cluster:
+            layers.append((cluster[key], DYNAMIC_DEFAULT_BROKER_CONFIG))
     static = ctx.services.config.originals
     if key in static:
         layers.append((static[key], STATIC_BROKER_CONFIG))
@@ -98,7 +101,12 @@ def _synonyms(ctx: RequestContext, names: tuple[str, ...], target: str, *, per_b
         (image.configs.get((BROKER_RESOURCE, ""), {}), DYNAMIC_DEFAULT_BROKER_CONFIG),
         (ctx.services.config.originals, STATIC_BROKER_CONFIG),
     ]
-    out: list[Chain] = [(n, table[n], source) for table, source in tables for n in names if n in table]
+    out: list[Chain] = [
+        (n, table[n], source)
+        for table, source in tables
+        for n in names
+        if n in table and (source == STATIC_BROKER_CONFIG or is_dynamic(n))  # stored non-dynamic keys: ignored
+    ]
     for n in names:
         defn = SERVER_CONFIG.keys.get(n)
         if defn is not None and defn.default is not None:
@@ -148,20 +156,23 @@ def describe_topic_config_entries(
 def describe_broker_config_entries(
     ctx: RequestContext, broker: str, *, include_synonyms: bool = True, keys: list[str] | None = None
 ) -> list[dict[str, Any]]:
+    """A broker's configs (every key, with its source), or for the cluster default (`broker` "")
+    the dynamic defaults that are set, as Kafka's ConfigHelper describes them. read_only is
+    Kafka's: true unless the key is one of its dynamic broker configs."""
     out = []
     for key, defn in SERVER_CONFIG.keys.items():
         if keys is not None and key not in keys:
             continue
-        layers = (
-            _broker_layers(ctx, key)
-            if broker
-            else [(v, s) for v, s in _broker_layers(ctx, key) if s == DYNAMIC_DEFAULT_BROKER_CONFIG]
-        )
+        layers = _broker_layers(ctx, key)
+        if not broker:  # the cluster default: the dynamic defaults that are set (currentDynamicDefaultConfigs)
+            layers = [(v, s) for v, s in layers if s == DYNAMIC_DEFAULT_BROKER_CONFIG]
+            if not layers:
+                continue
         value0 = layers[0][0] if layers else format_value(defn.default)
         reported = _synonyms(ctx, BROKER_SYNONYM_GROUPS.get(key, (key,)), key, per_broker=bool(broker))
         source = reported[0][2] if reported else DEFAULT_CONFIG
         synonyms = [{"name": n, "value": v, "source": s} for n, v, s in reported] if include_synonyms else []
-        out.append(_entry(key, value0, source, defn, synonyms, defn.read_only))
+        out.append(_entry(key, value0, source, defn, synonyms, not is_dynamic(key)))
     return out
 
 
@@ -245,34 +256,115 @@ async def handle_incremental_alter_configs(ctx: RequestContext, req: Any) -> dic
         (r.resource_type, r.resource_name, [(c.name, c.config_operation, c.value) for c in r.configs])
         for r in req.resources
     ]
-    return await _alter(ctx, resources, lambda allowed: ctx.services.controller.incremental_alter_configs(
-        allowed, validate_only=req.validate_only))
+
+    def broker_props(name: str, ops: list[tuple[str, int, str | None]]) -> dict[str, str]:
+        props = dict(ctx.image.configs.get((BROKER_RESOURCE, name), {}))
+        props = valid_stored(props, per_broker=bool(name))
+        for key, op, value in ops:
+            defn = SERVER_CONFIG.keys.get(key)
+            try:
+                new = apply_alter_op(props.get(key), op, value, key, defn)
+            except AlterOpError as exc:
+                raise KafkaError(ErrorCode.invalid_request, str(exc)) from exc
+            if new is None:
+                props.pop(key, None)
+            else:
+                props[key] = new
+        return props
+
+    return await _alter(
+        ctx,
+        resources,
+        broker_props,
+        lambda allowed: ctx.services.controller.incremental_alter_configs(allowed, validate_only=req.validate_only),
+    )
 
 
-async def _alter(ctx: RequestContext, resources: list[Any], call: Any) -> dict[str, Any]:
+def _preprocess(ctx: RequestContext, rtype: int, name: str, change: Any, broker_props: Any) -> KafkaError | None:
+    """What the receiving broker checks before forwarding (Kafka's ConfigAdminManager.preprocess):
+    keys appear once; a BROKER resource is the cluster default or this broker, and its new dynamic
+    config must be one this broker can apply (the keys Kafka lets change, values its components
+    accept: thread counts at most doubled, connection limits > 0, ...)."""
+    if isinstance(change, list):  # IncrementalAlterConfigs: (key, op, value)
+        names = [op[0] for op in change]
+        nulls = [key for key, op, value in change if op != OP_DELETE and value is None]
+    else:  # AlterConfigs: {key: value}
+        names = list(change)
+        nulls = [key for key, value in change.items() if value is None]
+    if len(set(names)) != len(names):
+        return KafkaError(ErrorCode.invalid_request, "Error due to duplicate config keys")
+    if nulls:
+        return KafkaError(ErrorCode.invalid_request, f"Null value not supported for : {', '.join(nulls)}")
+    if rtype != BROKER_RESOURCE:
+        return None
+    node_id = ctx.services.node_id
+    if name:
+        try:
+            broker_id = int(name)
+        except ValueError:
+            return KafkaError(ErrorCode.invalid_request, f"Node id must be an integer, but it is: {name}")
+        if broker_id != node_id:
+            return KafkaError(
+                ErrorCode.invalid_request, f"Unexpected broker id, expected {node_id}, but received {name}"
+            )
+    dynamic = ctx.services.dynamic_config
+    if dynamic is None:
+        return None
+    try:
+        dynamic.validate(broker_props(name, change), per_broker=bool(name))
+    except KafkaError as exc:
+        return exc
+    except DynamicConfigError as exc:
+        return KafkaError(ErrorCode.invalid_request, str(exc))
+    return None
+
+
+async def _alter(ctx: RequestContext, resources: list[Any], broker_props: Any, call: Any) -> dict[str, Any]:
     """ALTER_CONFIGS on each resource (the cluster's for brokers); refused ones never reach the controller."""
-    refused = {i: _config_access(ctx, AclOperation.ALTER_CONFIGS, r[0], r[1]) for i, r in enumerate(resources)}
+    refused: dict[int, tuple[ErrorCode, str | None] | None] = {}
+    for i, (rtype, name, change) in enumerate(resources):
+        code = _config_access(ctx, AclOperation.ALTER_CONFIGS, rtype, name)
+        if code is not None:
+            refused[i] = (code, None)
+            continue
+        problem = _preprocess(ctx, rtype, name, change, broker_props)
+        refused[i] = (problem.code, problem.message) if problem is not None else None
     allowed = [r for i, r in enumerate(resources) if refused[i] is None]
     done = iter(await call(allowed) if allowed else [])
     responses = []
     for i, (rtype, name, _) in enumerate(resources):
-        code = refused[i]
-        if code is not None:
-            responses.append({"error_code": code, "error_message": None, "resource_type": rtype, "resource_name": name})
+        error = refused[i]
+        if error is not None:
+            responses.append(
+                {"error_code": error[0], "error_message": error[1], "resource_type": rtype, "resource_name": name}
+            )
             continue
         r = next(done)
         responses.append(
-            {"error_code": r.error, "error_message": r.message, "resource_type": r.resource_type,
-             "resource_name": r.name}
+            {
+                "error_code": r.error,
+                "error_message": r.message,
+                "resource_type": r.resource_type,
+                "resource_name": r.name,
+            }
         )
     return {"throttle_time": 0, "responses": responses}
 
 
 @api(33)
 async def handle_alter_configs(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    """Legacy AlterConfigs: the given set replaces the resource's whole dynamic config."""
     resources = [(r.resource_type, r.resource_name, {c.name: c.value for c in r.configs}) for r in req.resources]
-    return await _alter(ctx, resources, lambda allowed: ctx.services.controller.alter_configs(
-        allowed, validate_only=req.validate_only))
+
+    def broker_props(name: str, values: dict[str, str | None]) -> dict[str, str]:
+        return {k: v for k, v in values.items() if v is not None}
+
+    return await _alter(
+        ctx,
+        resources,
+        broker_props,
+        lambda allowed: ctx.services.controller.alter_configs(allowed, validate_only=req.validate_only),
+    )
 
 
 # --- ListConfigResources (KIP-1142; v0 is KIP-714's ListClientMetricsResources) ---------------
