@@ -735,6 +735,7 @@ def quota_crd() -> Schema:
         "and the newer one reports the conflict.",
         required=["entity"],
         validations=[
+            _cel("self.entity == oldSelf.entity", "spec.entity cannot change: create another Quota for it"),
             _cel(
                 "has(self.connectionCreationRate) ? has(self.entity.ip) : true",
                 "connectionCreationRate applies to ip entities only",

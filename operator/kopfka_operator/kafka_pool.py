@@ -21,8 +21,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from kopfka.client.admin import Admin
+from kopfka.client.admin import Admin, AdminError
 from kopfka.client.connection import KafkaConnection
+from kopfka.protocol.errors import ErrorCode
 from kopfka.security.client import ClientSecurity
 
 log = logging.getLogger(__name__)
@@ -32,8 +33,18 @@ Result = TypeVar("Result")
 ClusterKey = tuple[str, str]  # (namespace, KafkaCluster name)
 
 
+def reason_of(code: ErrorCode) -> str:
+    """Kafka's error name as a condition reason: INVALID_CONFIG -> InvalidConfig."""
+    return "".join(part.title() for part in code.name.split("_"))
+
+
 class ClusterUnavailable(Exception):
-    """The cluster's Kafka API cannot be reached (or answered garbage): retry later."""
+    """The cluster's Kafka API cannot be reached, refused a whole request, or answered what
+    could not be read: retry later. `reason` is the condition reason to report."""
+
+    def __init__(self, message: str, reason: str = "ClusterUnavailable") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class ClusterAdmin:
@@ -84,6 +95,12 @@ class ClusterAdmin:
         except (OSError, TimeoutError, EOFError, asyncio.IncompleteReadError, ConnectionError) as exc:
             await self.close()
             raise ClusterUnavailable(f"{self.bootstrap}: {exc or type(exc).__name__}") from exc
+        except AdminError as exc:  # a whole request refused (NOT_CONTROLLER, authorization, ...)
+            raise ClusterUnavailable(str(exc), reason_of(exc.code)) from exc
+        except Exception as exc:  # an answer we could not read: the connection may be out of step
+            log.exception("Kafka call to %s failed", self.bootstrap)
+            await self.close()
+            raise ClusterUnavailable(f"{self.bootstrap}: {exc!r}", "KafkaCallFailed") from exc
 
     async def node(self, node_id: int, address: str) -> Admin:
         """A connection to one broker: a broker's own configs (replication throttle rates) are

@@ -18,7 +18,8 @@ from kopfka.client.admin import Admin
 from kopfka.client.quotas import alter_client_quotas_many, describe_client_quotas
 
 from .crds import QUOTA_KEYS
-from .topics import REFUSALS, reason_of
+from .kafka_pool import reason_of
+from .topics import REFUSALS
 
 Entity = tuple[tuple[str, str | None], ...]  # sorted (Kafka entity type, name or None = <default>)
 ENTITY_TYPES = {"user": "user", "clientId": "client-id", "ip": "ip"}  # spec.entity key -> Kafka

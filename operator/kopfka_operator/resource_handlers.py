@@ -339,7 +339,7 @@ def register_topics(registry: kopf.OperatorRegistry, config: ResourceConfig | No
                 work = dataclasses.replace(work, known_id=outcome.status.get("topicId") or work.known_id)
         except ClusterUnavailable as exc:
             msg = str(exc)
-            _write_status(body, patch, {"conditions": _conditions(body, False, "ClusterUnavailable", msg, True)})
+            _write_status(body, patch, {"conditions": _conditions(body, False, exc.reason, msg, True, "Retrying")})
             raise kopf.TemporaryError(msg, delay=_backoff(cfg, retry)) from None
         updates: dict[str, Any] = {"observedGeneration": body.metadata.get("generation"), **outcome.status}
         if outcome.progress:
@@ -438,13 +438,18 @@ def register_topics(registry: kopf.OperatorRegistry, config: ResourceConfig | No
         except QuotaSpecError as exc:
             _write_status(body, patch, {"conditions": _conditions(body, False, "InvalidSpec", str(exc))})
             return
+        was = (body.get("status") or {}).get("entity")
+        if was and was != entity_text(entity):
+            msg = f"spec.entity cannot change from {was} to {entity_text(entity)}: create another Quota for it"
+            _write_status(body, patch, {"conditions": _conditions(body, False, "EntityChanged", msg)})
+            return
         meta = body.metadata
         work = QuotaWork((meta.namespace or "", meta.name or ""), entity, owned, release, _in_sync(body))
         try:
             outcome = await (await clusters.get(key, bootstrap)).quotas.submit(work)
         except ClusterUnavailable as exc:
             msg = str(exc)
-            _write_status(body, patch, {"conditions": _conditions(body, False, "ClusterUnavailable", msg, True)})
+            _write_status(body, patch, {"conditions": _conditions(body, False, exc.reason, msg, True, "Retrying")})
             raise kopf.TemporaryError(msg, delay=_backoff(cfg, retry)) from None
         ready, reason, msg = outcome.ready, outcome.reason, outcome.message
         if conflicts and ready:

@@ -23,6 +23,8 @@ from kopfka import uuids
 from kopfka.client.admin import Admin, AdminError, CreatedTopic, NewTopic, Reassignment, TopicInfo
 from kopfka.protocol.errors import ErrorCode
 
+from .kafka_pool import reason_of
+
 TOPIC, BROKER = 2, 4  # config resource types
 SET, DELETE = 0, 1  # IncrementalAlterConfigs operations
 DYNAMIC_TOPIC_CONFIG = 1  # DescribeConfigs config_source of a topic override
@@ -49,11 +51,6 @@ REFUSALS = frozenset(
 
 # (node id, host:port) -> a connection to that broker
 NodeAdmin = Callable[[int, str], Awaitable[Admin]]
-
-
-def reason_of(code: ErrorCode) -> str:
-    """Kafka's error name as a condition reason: INVALID_CONFIG -> InvalidConfig."""
-    return "".join(part.title() for part in code.name.split("_"))
 
 
 @dataclass(frozen=True)

@@ -162,3 +162,13 @@ async def test_an_invalid_entity_is_refused_with_kafkas_message(
     obj = await eventually(lambda: condition_is(api, "Quota", "bad-ip", "Ready", "False", "InvalidRequest"))
     assert "not-an-ip is not a valid IP address" in cond(obj, "Ready")["message"]
     assert await quotas(kopfka.bootstrap) == {}
+
+
+async def test_the_entity_cannot_change(kopfka: Any, api: KubeApi, operator: ResourceConfig) -> None:
+    """The CRD refuses it (CEL); a server without CEL gets the same answer from the operator."""
+    await api.create(NS, quota_obj("dave", {"user": {"name": "dave"}}, producerByteRate=1000))
+    await ready(api, "dave")
+    await api.patch("Quota", NS, "dave", {"spec": {"entity": {"user": {"name": "eve"}}}})
+    obj = await eventually(lambda: condition_is(api, "Quota", "dave", "Ready", "False", "EntityChanged"))
+    assert "from user=dave to user=eve" in cond(obj, "Ready")["message"]
+    assert await quotas(kopfka.bootstrap) == {(("user", "dave"),): {"producer_byte_rate": 1000.0}}
