@@ -24,6 +24,7 @@ import asyncio
 import dataclasses
 import logging
 import os
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,7 +69,9 @@ class ResourceConfig:
         default_factory=lambda: int(os.environ.get("KOPFKA_REASSIGNMENT_THROTTLE") or 10 * 1024 * 1024)
     )
     reassignment_poll_seconds: float = 2.0
-    retry_base_seconds: float = 2.0
+    # Retries after a cluster was unreachable or Kafka failed transiently: every 5 s, doubling
+    # up to 2 minutes (the retry timer ticks every retry_base_seconds).
+    retry_base_seconds: float = 5.0
     retry_max_seconds: float = 120.0
     gather_seconds: float = 0.05
     connect_timeout: float = 5.0
@@ -188,6 +191,18 @@ def _replacing(old: Any, new: Any) -> Any:
     return new
 
 
+RETRY_REASONS = frozenset({"Retrying", "WaitingForCluster"})
+
+
+def _retrying(conditions: Any) -> bool:
+    """Whether the conditions say the last attempt must be retried (Reconciling=True for a
+    retry, not for a running reassignment)."""
+    for c in conditions or []:
+        if c.get("type") == RECONCILING:
+            return c.get("status") == "True" and c.get("reason") in RETRY_REASONS
+    return False
+
+
 def _backoff(config: ResourceConfig, retry: int, base: float | None = None) -> float:
     return min(config.retry_max_seconds, (base or config.retry_base_seconds) * 2 ** min(retry, 10))
 
@@ -278,15 +293,30 @@ def register_topics(registry: kopf.OperatorRegistry, config: ResourceConfig | No
     async def close_clusters(**_: Any) -> None:
         await clusters.close()
 
-    def reconcile_on_change_and_resync(plural: str, claims: str, apply: Callable[..., Awaitable[None]]) -> None:
-        """One kind's change handlers (create, update, and resume after an operator restart) and
-        its periodic resync, which puts drift back (its failures wait for the next tick)."""
+    backoff: dict[str, tuple[float, float]] = {}  # uid -> (next attempt, delay after it)
 
-        async def changed(body: kopf.Body, patch: kopf.Patch, retry: int, **kw: Any) -> None:
-            await apply(body, patch, retry, kw["kopfka_cluster_endpoints"], kw[claims])
+    def reconcile_on_change_and_resync(plural: str, claims: str, apply: Callable[..., Awaitable[None]]) -> None:
+        """One kind's handlers: create, update and resume (after an operator restart); the
+        periodic resync, which puts drift back; and the retry timer, which runs only while the
+        status says Retrying or WaitingForCluster, with exponential backoff. A failure never
+        raises into kopf: its status says why, and nothing is written while it lasts."""
+
+        async def changed(body: kopf.Body, patch: kopf.Patch, **kw: Any) -> None:
+            backoff.pop(body.metadata.uid or "", None)
+            await apply(body, patch, kw["kopfka_cluster_endpoints"], kw[claims])
 
         async def resync(body: kopf.Body, patch: kopf.Patch, **kw: Any) -> None:
-            await _quietly(apply(body, patch, 0, kw["kopfka_cluster_endpoints"], kw[claims]))
+            await _quietly(apply(body, patch, kw["kopfka_cluster_endpoints"], kw[claims]))
+
+        async def retry(body: kopf.Body, patch: kopf.Patch, **kw: Any) -> None:
+            uid, now = body.metadata.uid or "", time.monotonic()
+            due, delay = backoff.get(uid, (0.0, cfg.retry_base_seconds))
+            if now < due:
+                return
+            backoff[uid] = (now + delay, min(2 * delay, cfg.retry_max_seconds))
+            await _quietly(apply(body, patch, kw["kopfka_cluster_endpoints"], kw[claims]))
+            if not _retrying(patch.status.get("conditions") or body.get("status", {}).get("conditions")):
+                backoff.pop(uid, None)
 
         for on in (kopf.on.resume, kopf.on.create, kopf.on.update):
             on(GROUP, VERSION, plural, registry=registry, id=f"{plural}-changed")(changed)
@@ -294,28 +324,37 @@ def register_topics(registry: kopf.OperatorRegistry, config: ResourceConfig | No
         kopf.timer(
             GROUP, VERSION, plural, registry=registry, id=f"{plural}-resync", interval=every, initial_delay=every
         )(resync)
+        tick = cfg.retry_base_seconds
+        kopf.timer(
+            GROUP,
+            VERSION,
+            plural,
+            registry=registry,
+            id=f"{plural}-retry",
+            interval=tick,
+            initial_delay=tick,
+            when=lambda status, **_: _retrying(status.get("conditions")),
+        )(retry)
 
     def waiting_for_cluster(
-        body: kopf.Body, patch: kopf.Patch, retry: int, endpoints: kopf.Index[Any, Any]
+        body: kopf.Body, patch: kopf.Patch, endpoints: kopf.Index[Any, Any]
     ) -> tuple[ClusterKey | None, str | None]:
-        """The resource's cluster and its bootstrap address; else the status says why, and the
-        handler is retried with backoff (no label: nothing to wait for until the labels change)."""
+        """The resource's cluster and its bootstrap address; else the status says why (and the
+        retry timer looks again, unless there is no label: nothing to wait for until it changes)."""
         key, bootstrap, why, message = _cluster_of(body, endpoints)
         if key is None or bootstrap is None:
-            conditions = _conditions(body, False, why, message, True, "WaitingForCluster")
+            waiting = key is not None
+            conditions = _conditions(body, False, why, message, waiting, "WaitingForCluster" if waiting else why)
             _write_status(body, patch, {"conditions": conditions})
-            if key is not None:
-                raise kopf.TemporaryError(message, delay=_backoff(cfg, retry, 5.0))
         return key, bootstrap
 
     async def apply_topic(
         body: kopf.Body,
         patch: kopf.Patch,
-        retry: int,
         endpoints: kopf.Index[Any, Any],
         claims: kopf.Index[Any, Any],
     ) -> None:
-        key, bootstrap = waiting_for_cluster(body, patch, retry, endpoints)
+        key, bootstrap = waiting_for_cluster(body, patch, endpoints)
         if key is None or bootstrap is None:
             return
         name = topic_name_of(body)
@@ -340,7 +379,7 @@ def register_topics(registry: kopf.OperatorRegistry, config: ResourceConfig | No
         except ClusterUnavailable as exc:
             msg = str(exc)
             _write_status(body, patch, {"conditions": _conditions(body, False, exc.reason, msg, True, "Retrying")})
-            raise kopf.TemporaryError(msg, delay=_backoff(cfg, retry)) from None
+            return
         updates: dict[str, Any] = {"observedGeneration": body.metadata.get("generation"), **outcome.status}
         if outcome.progress:
             conds = _conditions(body, True, "Reconciled", "", True, "ReassigningReplicas", outcome.progress)
@@ -355,8 +394,6 @@ def register_topics(registry: kopf.OperatorRegistry, config: ResourceConfig | No
             events.insert(0, ("Warning", "Drift", "put back to the spec: " + "; ".join(outcome.drift)))
         if not (outcome.refused and not _changed(body, updates)):
             _post(body, events)  # a refusal repeated by the resync is not re-announced
-        if outcome.retry_after is not None:
-            raise kopf.TemporaryError(outcome.message, delay=_backoff(cfg, retry, outcome.retry_after))
 
     reconcile_on_change_and_resync("topics", "kopfka_topic_claims", apply_topic)
 
@@ -373,7 +410,7 @@ def register_topics(registry: kopf.OperatorRegistry, config: ResourceConfig | No
         patch: kopf.Patch,
         **kw: Any,
     ) -> None:
-        await _quietly(apply_topic(body, patch, 0, kw["kopfka_cluster_endpoints"], kw["kopfka_topic_claims"]))
+        await _quietly(apply_topic(body, patch, kw["kopfka_cluster_endpoints"], kw["kopfka_topic_claims"]))
 
     @kopf.on.delete(GROUP, VERSION, "topics", registry=registry)
     async def topic_deleted(
@@ -426,11 +463,10 @@ def register_topics(registry: kopf.OperatorRegistry, config: ResourceConfig | No
     async def apply_quota(
         body: kopf.Body,
         patch: kopf.Patch,
-        retry: int,
         endpoints: kopf.Index[Any, Any],
         claims: kopf.Index[Any, Any],
     ) -> None:
-        key, bootstrap = waiting_for_cluster(body, patch, retry, endpoints)
+        key, bootstrap = waiting_for_cluster(body, patch, endpoints)
         if key is None or bootstrap is None:
             return
         try:
@@ -450,7 +486,7 @@ def register_topics(registry: kopf.OperatorRegistry, config: ResourceConfig | No
         except ClusterUnavailable as exc:
             msg = str(exc)
             _write_status(body, patch, {"conditions": _conditions(body, False, exc.reason, msg, True, "Retrying")})
-            raise kopf.TemporaryError(msg, delay=_backoff(cfg, retry)) from None
+            return
         ready, reason, msg = outcome.ready, outcome.reason, outcome.message
         if conflicts and ready:
             ready, reason = False, "Conflict"
@@ -472,8 +508,6 @@ def register_topics(registry: kopf.OperatorRegistry, config: ResourceConfig | No
             events.insert(0, ("Warning", "Drift", "put back to the spec: " + "; ".join(outcome.drift)))
         _write_status(body, patch, updates)
         _post(body, events)
-        if retrying:
-            raise kopf.TemporaryError(outcome.message, delay=_backoff(cfg, retry, outcome.retry_after))
 
     reconcile_on_change_and_resync("quotas", "kopfka_quota_claims", apply_quota)
 

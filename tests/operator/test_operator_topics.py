@@ -260,10 +260,9 @@ def silent_server() -> Iterator[str]:
 async def test_a_cluster_down_does_not_stall_the_others(
     k8s: Any, kopfka_shared: Any, api: KubeApi, silent_server: str
 ) -> None:
+    addresses = {"demo": kopfka_shared.bootstrap, "dead": silent_server}
     config = ResourceConfig(
-        resync_seconds=3600,
-        request_timeout=3,
-        bootstrap=resolver({"demo": kopfka_shared.bootstrap, "dead": silent_server}),
+        resync_seconds=3600, request_timeout=3, retry_base_seconds=0.5, bootstrap=resolver(addresses)
     )
     await api.create(NS, cluster_obj("dead"))
     async with running_operator(k8s.server_url, config):
@@ -286,6 +285,15 @@ async def test_a_cluster_down_does_not_stall_the_others(
         await api.create(NS, topic_obj("lost", cluster="nowhere", partitions=1))
         await eventually(lambda: condition_is(api, "Topic", "orphan", "Ready", "False", "ClusterLabelMissing"))
         await eventually(lambda: condition_is(api, "Topic", "lost", "Ready", "False", "ClusterNotFound"))
+
+        # Retried with backoff, and nothing is written while the cluster stays down.
+        before = len(k8s.writes)
+        await asyncio.sleep(4)
+        assert [w for w in k8s.writes[before:] if w[1] == "topics"] == []
+        # The cluster comes back (here: its address changes to a live broker): the retry succeeds.
+        addresses["dead"] = kopfka_shared.bootstrap
+        await api.patch("KafkaCluster", NS, "dead", {"metadata": {"labels": {"revived": "yes"}}})
+        await eventually(lambda: all_ready(api, [f"dead-{i}" for i in range(5)]), timeout=30, interval=0.5)
 
 
 async def test_many_topics_are_created_in_few_kafka_requests(
