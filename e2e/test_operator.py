@@ -282,13 +282,12 @@ INVALID = [
     ),
     (
         "Topic",
-        {"clusterRef": {"name": "demo"}, "partitions": 0},
+        {"partitions": 0},
         "spec.partitions: Invalid value: 0",
     ),
     (
         "Quota",
         {
-            "clusterRef": {"name": "demo"},
             "entity": {"ip": {"name": "10.0.0.1"}, "user": {"name": "u"}},
             "connectionCreationRate": 5,
         },
@@ -296,7 +295,7 @@ INVALID = [
     ),
     (
         "Quota",
-        {"clusterRef": {"name": "demo"}, "entity": {"user": {"name": "u"}}, "connectionCreationRate": 5},
+        {"entity": {"user": {"name": "u"}}, "connectionCreationRate": 5},
         "connectionCreationRate applies to ip entities only",
     ),
 ]

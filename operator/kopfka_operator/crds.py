@@ -90,14 +90,6 @@ def _kafka_config(desc: str) -> Schema:
     }
 
 
-def _cluster_ref() -> Schema:
-    return _obj(
-        {"name": _str("Name of the KafkaCluster in the same namespace.", minLength=1, maxLength=253)},
-        "The KafkaCluster this object belongs to (same namespace).",
-        required=["name"],
-    )
-
-
 def _resources() -> Schema:
     quantities = {
         "type": "object",
@@ -638,33 +630,91 @@ def kafkacluster_crd() -> Schema:
     )
 
 
+CLUSTER_LABEL_DOC = (
+    "The KafkaCluster (same namespace) is named by the label `kopfka.io/cluster: <name>`, as "
+    "Strimzi's `strimzi.io/cluster`."
+)
+
+
+def _cluster_column() -> Schema:
+    return _printer("Cluster", "string", ".metadata.labels.kopfka\\.io/cluster", "Owning KafkaCluster (label).")
+
+
 def topic_crd() -> Schema:
     spec = _obj(
         {
-            "clusterRef": _cluster_ref(),
             "topicName": _str(
                 "Kafka topic name; metadata.name when omitted (Kafka allows characters a "
-                "Kubernetes name cannot hold, e.g. `_` and upper case).",
+                "Kubernetes name cannot hold, e.g. `_` and upper case). Fixed once set: a Kafka "
+                "topic cannot be renamed.",
                 pattern=r"^[a-zA-Z0-9._-]{1,249}$",
             ),
-            "partitions": _int("Partition count (only ever increased); broker default when omitted.", 1, 1_000_000),
-            "replicationFactor": _int("Replicas per partition; broker default when omitted.", 1, 32767),
-            "config": _kafka_config("Topic configs (e.g. retention.ms, cleanup.policy)."),
+            "partitions": _int(
+                "Partition count; can only grow (a decrease is refused: Ready=False). The broker's "
+                "num.partitions when omitted.",
+                1,
+                1_000_000,
+            ),
+            "replicationFactor": _int(
+                "Replicas per partition; the broker's default.replication.factor when omitted. A "
+                "change moves replicas with a throttled partition reassignment (progress in "
+                "status.reassignment).",
+                1,
+                32767,
+            ),
+            "config": _kafka_config(
+                "Topic configs (e.g. retention.ms, cleanup.policy). Exactly these are the topic's "
+                "overrides: a key removed here, or set by another client, goes back to the default."
+            ),
         },
-        "Desired state of a Kafka topic (reconciled by a later operator version).",
-        required=["clusterRef"],
+        f"Desired state of a Kafka topic. {CLUSTER_LABEL_DOC} Annotation "
+        "`kopfka.io/delete-policy: retain` keeps the Kafka topic when the resource is deleted.",
+        validations=[
+            _cel(
+                "has(self.topicName) == has(oldSelf.topicName) && "
+                "(!has(self.topicName) || self.topicName == oldSelf.topicName)",
+                "spec.topicName cannot change (a Kafka topic cannot be renamed)",
+            )
+        ],
+    )
+    reassignment = _obj(
+        {
+            "targetReplicationFactor": _int("The replication factor being moved to.", 1),
+            "partitions": _int("Partitions being moved.", 0),
+            "done": _int("Of those, partitions whose move has completed.", 0),
+            "throttleBytesPerSecond": _int("Replication throttle of the moving replicas, per broker.", 0),
+            "startedAt": _str("When the reassignment started.", format="date-time"),
+        },
+        "A replication-factor change in progress (absent when none runs).",
+    )
+    status = _simple_status(
+        {
+            "topicName": _str("The Kafka topic this resource manages."),
+            "topicId": _str("Kafka topic id (UUID)."),
+            "partitions": _int("Partition count in Kafka.", 0),
+            "replicationFactor": _int("Replicas per partition in Kafka.", 0),
+            "config": _string_map("The topic config overrides applied (as Kafka holds them)."),
+            "adopted": {
+                "type": "boolean",
+                "description": "The topic existed in Kafka before this resource; the operator "
+                "took it over (its config brought to the spec).",
+            },
+            "reassignment": reassignment,
+        }
     )
     return _crd(
         "Topic",
         "topics",
         ["kt"],
         spec,
-        _simple_status({"topicId": _str("Kafka topic id.")}),
+        status,
         [
-            _printer("Cluster", "string", ".spec.clusterRef.name", "Owning KafkaCluster."),
-            _printer("Partitions", "integer", ".spec.partitions", "Partition count."),
-            _printer("Replication", "integer", ".spec.replicationFactor", "Replication factor."),
+            _cluster_column(),
+            _printer("Topic", "string", ".status.topicName", "Kafka topic name."),
+            _printer("Partitions", "integer", ".status.partitions", "Partition count in Kafka."),
+            _printer("Replication", "integer", ".status.replicationFactor", "Replication factor in Kafka."),
             _ready_column(),
+            _printer("Topic-Id", "string", ".status.topicId", "Kafka topic id.", 1),
             _age(),
         ],
         "A Kafka topic of a kopfka cluster.",
@@ -687,11 +737,22 @@ def _entity_ref(what: str) -> Schema:
     )
 
 
+QUOTA_KEYS = {
+    # CRD key -> (Kafka quota key, description)
+    "producerByteRate": ("producer_byte_rate", "Produce bytes per second per broker."),
+    "consumerByteRate": ("consumer_byte_rate", "Fetch bytes per second per broker."),
+    "requestPercentage": ("request_percentage", "Percent of one request-handler/network thread."),
+    "controllerMutationRate": ("controller_mutation_rate", "Partition mutations per second."),
+    "connectionCreationRate": ("connection_creation_rate", "New connections per second (ip entities only)."),
+}
+
+
 def quota_crd() -> Schema:
-    rate = "number"
+    rates: dict[str, Schema] = {
+        key: {"type": "number", "minimum": 0, "description": desc} for key, (_, desc) in QUOTA_KEYS.items()
+    }
     spec = _obj(
         {
-            "clusterRef": _cluster_ref(),
             "entity": _obj(
                 {
                     "user": _entity_ref("user principal"),
@@ -707,35 +768,14 @@ def quota_crd() -> Schema:
                     )
                 ],
             ),
-            "producerByteRate": {
-                "type": rate,
-                "minimum": 0,
-                "description": "Produce bytes per second per broker.",
-            },
-            "consumerByteRate": {
-                "type": rate,
-                "minimum": 0,
-                "description": "Fetch bytes per second per broker.",
-            },
-            "requestPercentage": {
-                "type": rate,
-                "minimum": 0,
-                "description": "Percent of one request-handler/network thread.",
-            },
-            "controllerMutationRate": {
-                "type": rate,
-                "minimum": 0,
-                "description": "Partition mutations per second.",
-            },
-            "connectionCreationRate": {
-                "type": rate,
-                "minimum": 0,
-                "description": "New connections per second (ip entities only).",
-            },
+            **rates,
         },
-        "Kafka client quotas for one entity (reconciled by a later operator version).",
-        required=["clusterRef", "entity"],
+        f"Kafka client quotas for one entity. {CLUSTER_LABEL_DOC} Each key has one owner: when "
+        "two Quotas of a cluster set the same key of the same entity, the older one applies it "
+        "and the newer one reports the conflict.",
+        required=["entity"],
         validations=[
+            _cel("self.entity == oldSelf.entity", "spec.entity cannot change: create another Quota for it"),
             _cel(
                 "has(self.connectionCreationRate) ? has(self.entity.ip) : true",
                 "connectionCreationRate applies to ip entities only",
@@ -746,25 +786,28 @@ def quota_crd() -> Schema:
                 "an ip quota takes only connectionCreationRate",
             ),
         ],
-        anyOf=[
-            {"required": [key]}
-            for key in (
-                "producerByteRate",
-                "consumerByteRate",
-                "requestPercentage",
-                "controllerMutationRate",
-                "connectionCreationRate",
-            )
-        ],
+        anyOf=[{"required": [key]} for key in QUOTA_KEYS],
+    )
+    applied = {
+        "type": "object",
+        "description": "The quota values this resource applied (keys as in spec).",
+        "properties": {key: {"type": "number"} for key in QUOTA_KEYS},
+    }
+    status = _simple_status(
+        {
+            "entity": _str("The Kafka quota entity, e.g. `user=alice,client-id=<default>`."),
+            "applied": applied,
+        }
     )
     return _crd(
         "Quota",
         "quotas",
         ["kq"],
         spec,
-        _simple_status(),
+        status,
         [
-            _printer("Cluster", "string", ".spec.clusterRef.name", "Owning KafkaCluster."),
+            _cluster_column(),
+            _printer("Entity", "string", ".status.entity", "Kafka quota entity."),
             _ready_column(),
             _age(),
         ],

@@ -20,6 +20,7 @@ from . import GROUP, VERSION
 from .kube import ApiError, KubeApi
 from .naming import LABEL_CLUSTER, MANAGED_BY, pool_name
 from .reconcile import delete_claims, reconcile, refresh_status
+from .resource_handlers import ResourceConfig, register_topics
 from .roll.kafka_view import AdminKafkaView, KafkaView
 from .roll.roller import DEFAULT_BLOCKED_TIMEOUT, RollContext, roll_step
 from .scale.scaler import DataMover, ScaleContext, scale_step
@@ -211,3 +212,5 @@ def register(
         if owner is None or owner["metadata"].get("deletionTimestamp"):
             return
         await refresh_status(api(), namespace, name, cfg.default_image)
+
+    register_topics(registry, ResourceConfig(resync_seconds=cfg.resync_seconds))

@@ -9,19 +9,23 @@ that subscribes before its snapshot and honours ?resourceVersion=, and typed lis
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import copy
 import datetime
 import os
 import pathlib
 import subprocess
+import threading
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import aiohttp.web
 import attrs
 import jsonpatch
 import kmock
+import kopf
 import yaml
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -131,6 +135,8 @@ class Emulator(kmock.KubernetesEmulator):
         if request.action == kmock.action.CREATE:
             data = copy.deepcopy(request.data)
             meta = data.setdefault("metadata", {})
+            if not meta.get("name") and meta.get("generateName"):  # kopf's events
+                meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
             ns = request.namespace or meta.get("namespace")
             key = (request.resource, ns, meta["name"])
             if key in self._objects and not self._objects[key].deleted:
@@ -253,6 +259,48 @@ class Emulator(kmock.KubernetesEmulator):
                 yield event
         finally:
             await bus.unmark(mark)
+
+
+@contextlib.asynccontextmanager
+async def running_kopf(
+    registry: kopf.OperatorRegistry, settings: kopf.OperatorSettings, namespaces: list[str]
+) -> AsyncIterator[None]:
+    """kopf in its own thread and loop: on shutdown kopf cancels every task of its loop that
+    it did not find at startup, which would include the test's own teardown."""
+    settings.peering.standalone = True
+    settings.scanning.disabled = True
+    stop, ready = threading.Event(), threading.Event()
+    operator = kopf.operator(
+        registry=registry, settings=settings, standalone=True, namespaces=namespaces, stop_flag=stop, ready_flag=ready
+    )
+    thread = threading.Thread(target=asyncio.run, args=(operator,), daemon=True)
+    thread.start()
+    loop = asyncio.get_running_loop()
+    assert await loop.run_in_executor(None, ready.wait, 10), "kopf did not start"
+    try:
+        yield
+    finally:
+        stop.set()
+        await loop.run_in_executor(None, thread.join, 20)
+        assert not thread.is_alive(), "kopf did not stop"
+
+
+async def eventually(probe: Callable[[], Any], timeout: float = 15.0, interval: float = 0.05) -> Any:
+    """Poll an async probe until it returns something truthy (its last error is re-raised)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        try:
+            result = await probe()
+            if result:
+                return result
+            error: Exception | None = None
+        except (AssertionError, KeyError, TypeError) as exc:
+            error = exc
+        if asyncio.get_running_loop().time() > deadline:
+            if error:
+                raise error
+            raise AssertionError(f"timed out waiting for {probe}")
+        await asyncio.sleep(interval)
 
 
 def run_script(

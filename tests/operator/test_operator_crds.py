@@ -180,7 +180,7 @@ def test_missing_brokers_is_rejected(crd_schemas: dict[str, Any]) -> None:
         ({"partitions": 0}, "0"),
         ({"replicationFactor": 0}, "0"),
         ({"topicName": "no spaces"}, "no spaces"),
-        ({"clusterRef": {}}, "name"),
+        ({"clusterRef": {"name": "demo"}}, "clusterRef"),  # replaced by the kopfka.io/cluster label
     ],
 )
 def test_bad_topics_are_rejected(crd_schemas: dict[str, Any], spec: dict[str, Any], fragment: str) -> None:
@@ -199,9 +199,9 @@ def test_bad_topics_are_rejected(crd_schemas: dict[str, Any], spec: dict[str, An
         lambda s: s.update(producerByteRate=-1),
         lambda s: s.update(entity={"user": {"name": "a", "default": True}}),
         lambda s: s.update(entity={"user": {"default": False}}),
-        lambda s: s.pop("clusterRef"),
+        lambda s: s.update(clusterRef={"name": "demo"}),
     ],
-    ids=["no-rates", "no-entity", "negative", "name-and-default", "default-false", "no-cluster"],
+    ids=["no-rates", "no-entity", "negative", "name-and-default", "default-false", "cluster-ref"],
 )
 def test_bad_quotas_are_rejected(crd_schemas: dict[str, Any], mutate: Any) -> None:
     obj = yaml.safe_load((EXAMPLES / "quota-user-producer.yaml").read_text())

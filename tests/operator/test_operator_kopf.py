@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import kopf
@@ -17,7 +16,7 @@ import pytest
 from kopfka_operator.handlers import OperatorConfig, configure_settings, register
 from kopfka_operator.kube import KubeApi
 from kopfka_operator.reconcile import reconcile
-from operator_testlib import run_script
+from operator_testlib import eventually, run_script, running_kopf
 
 NS = "kafka"
 IMAGE = "registry.invalid/kopfka:test"
@@ -55,24 +54,6 @@ def cluster_body(name: str = "demo", **spec_overrides: Any) -> dict[str, Any]:
     }
 
 
-async def eventually(probe: Callable[[], Any], timeout: float = 15.0) -> Any:
-    """Poll an async probe until it returns something truthy (its last error is re-raised)."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        try:
-            result = await probe()
-            if result:
-                return result
-            error: Exception | None = None
-        except (AssertionError, KeyError, TypeError) as exc:
-            error = exc
-        if asyncio.get_running_loop().time() > deadline:
-            if error:
-                raise error
-            raise AssertionError(f"timed out waiting for {probe}")
-        await asyncio.sleep(0.05)
-
-
 @pytest.fixture
 async def api(k8s: Any) -> AsyncIterator[KubeApi]:
     client = KubeApi(kopf.ConnectionInfo(server=k8s.server_url))
@@ -82,8 +63,6 @@ async def api(k8s: Any) -> AsyncIterator[KubeApi]:
 
 @pytest.fixture
 async def operator(k8s: Any) -> AsyncIterator[None]:
-    """kopf in its own thread and loop: on shutdown kopf cancels every task of its loop that
-    it did not find at startup, which would include the test's own teardown."""
     registry = kopf.OperatorRegistry()
 
     async def login(**_: Any) -> kopf.ConnectionInfo:
@@ -91,32 +70,10 @@ async def operator(k8s: Any) -> AsyncIterator[None]:
 
     register(registry, OperatorConfig(default_image=IMAGE, resync_seconds=3600), login=login)
     settings = kopf.OperatorSettings()
-    settings.peering.standalone = True
-    settings.scanning.disabled = True
     settings.posting.enabled = False
     configure_settings(settings)
-    stop, ready = threading.Event(), threading.Event()
-    thread = threading.Thread(
-        target=asyncio.run,
-        args=(
-            kopf.operator(
-                registry=registry,
-                settings=settings,
-                standalone=True,
-                namespaces=[NS],
-                stop_flag=stop,
-                ready_flag=ready,
-            ),
-        ),
-        daemon=True,
-    )
-    thread.start()
-    loop = asyncio.get_running_loop()
-    assert await loop.run_in_executor(None, ready.wait, 10), "kopf did not start"
-    yield
-    stop.set()
-    await loop.run_in_executor(None, thread.join, 20)
-    assert not thread.is_alive(), "kopf did not stop"
+    async with running_kopf(registry, settings, [NS]):
+        yield
 
 
 def condition(status: dict[str, Any], type_: str) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from kopfka.client.connection import KafkaConnection
@@ -18,9 +19,15 @@ class AdminError(Exception):
 
 
 def _check(code: Any, message: str | None = None) -> None:
+    error = _error(code, message)
+    if error is not None:
+        raise error
+
+
+def _error(code: Any, message: str | None = None) -> AdminError | None:
+    """A per-item result of a batch call: None when it succeeded."""
     code = ErrorCode(int(code))
-    if code != ErrorCode.none:
-        raise AdminError(code, message)
+    return None if code == ErrorCode.none else AdminError(code, message)
 
 
 @dataclass
@@ -40,6 +47,58 @@ class TopicInfo:
     topic_id: uuid.UUID | None
     internal: bool
     partitions: list[PartitionInfo]
+
+
+@dataclass
+class NewTopic:
+    name: str
+    partitions: int = -1  # -1: the broker's num.partitions
+    replication_factor: int = -1  # -1: the broker's default.replication.factor
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class CreatedTopic:
+    name: str
+    topic_id: uuid.UUID | None
+    partitions: int
+    replication_factor: int
+
+
+@dataclass
+class ConfigEntry:
+    name: str
+    value: str | None
+    source: int  # DescribeConfigs config_source: 1 DYNAMIC_TOPIC_CONFIG, 5 DEFAULT_CONFIG, ...
+    read_only: bool
+    sensitive: bool
+
+
+@dataclass
+class Reassignment:
+    replicas: list[int]
+    adding: list[int]
+    removing: list[int]
+
+
+def _topic_info(t: Any) -> TopicInfo | AdminError:
+    """A Metadata answer's topic, or its error."""
+    code = ErrorCode(int(t.error_code))
+    if code != ErrorCode.none:
+        return AdminError(code, f"topic {t.name}")
+    parts = [
+        PartitionInfo(
+            p.partition_index,
+            p.leader_id,
+            p.leader_epoch,
+            list(p.replica_nodes),
+            list(p.isr_nodes),
+            list(p.offline_replicas),
+            ErrorCode(int(p.error_code)),
+        )
+        for p in t.partitions
+    ]
+    return TopicInfo(t.name or "", t.topic_id, t.is_internal, sorted(parts, key=lambda p: p.partition))
 
 
 class Admin:
@@ -72,7 +131,18 @@ class Admin:
     async def metadata(
         self, topics: list[str] | None = None
     ) -> tuple[dict[int, tuple[str, int, str | None]], list[TopicInfo], str | None]:
-        resp = await self.conn.request(
+        resp = await self._metadata(topics)
+        brokers = {b.node_id: (b.host, b.port, b.rack) for b in resp.brokers}
+        infos = []
+        for t in resp.topics:
+            info = _topic_info(t)
+            if isinstance(info, AdminError):
+                raise info
+            infos.append(info)
+        return brokers, infos, resp.cluster_id
+
+    async def _metadata(self, topics: list[str] | None) -> Any:
+        return await self.conn.request(
             3,
             12,
             {
@@ -81,25 +151,6 @@ class Admin:
                 "include_topic_authorized_operations": False,
             },
         )
-        brokers = {b.node_id: (b.host, b.port, b.rack) for b in resp.brokers}
-        infos = []
-        for t in resp.topics:
-            parts = [
-                PartitionInfo(
-                    p.partition_index,
-                    p.leader_id,
-                    p.leader_epoch,
-                    list(p.replica_nodes),
-                    list(p.isr_nodes),
-                    list(p.offline_replicas),
-                    ErrorCode(int(p.error_code)),
-                )
-                for p in t.partitions
-            ]
-            if ErrorCode(int(t.error_code)) != ErrorCode.none:
-                raise AdminError(ErrorCode(int(t.error_code)), f"topic {t.name}")
-            infos.append(TopicInfo(t.name or "", t.topic_id, t.is_internal, sorted(parts, key=lambda p: p.partition)))
-        return brokers, infos, resp.cluster_id
 
     async def create_topic(
         self,
@@ -109,41 +160,189 @@ class Admin:
         configs: dict[str, str] | None = None,
         validate_only: bool = False,
     ) -> None:
+        topic = NewTopic(name, partitions, replication_factor, configs or {})
+        result = (await self.create_topics([topic], validate_only)).get(name)
+        if isinstance(result, AdminError):
+            raise result
+
+    async def delete_topic(self, name: str) -> None:
+        error = (await self.delete_topics([name])).get(name)
+        if error is not None:
+            raise error
+
+    async def create_partitions(self, name: str, count: int) -> None:
+        error = (await self.create_partitions_many({name: count})).get(name)
+        if error is not None:
+            raise error
+
+    async def describe_topics(self, names: list[str]) -> dict[str, TopicInfo | AdminError]:
+        """Metadata of the named topics; a topic that does not exist (or fails) maps to its error
+        instead of failing the whole answer."""
+        if not names:
+            return {}
+        resp = await self._metadata(names)
+        return {t.name or "": _topic_info(t) for t in resp.topics}
+
+    async def create_topics(
+        self, topics: list[NewTopic], validate_only: bool = False, timeout_ms: int = 30000
+    ) -> dict[str, CreatedTopic | AdminError]:
+        """One CreateTopics for all of them; each topic's own outcome (Kafka's error message)."""
+        if not topics:
+            return {}
         resp = await self.conn.request(
             19,
             7,
             {
                 "topics": [
                     {
-                        "name": name,
-                        "num_partitions": partitions,
-                        "replication_factor": replication_factor,
+                        "name": t.name,
+                        "num_partitions": t.partitions,
+                        "replication_factor": t.replication_factor,
                         "assignments": [],
-                        "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()],
+                        "configs": [{"name": k, "value": v} for k, v in t.configs.items()],
                     }
+                    for t in topics
                 ],
-                "timeout": 30000,
+                "timeout": timeout_ms,
                 "validate_only": validate_only,
             },
         )
-        t = resp.topics[0]
-        _check(t.error_code, t.error_message)
+        out: dict[str, CreatedTopic | AdminError] = {}
+        for r in resp.topics:
+            code = ErrorCode(int(r.error_code))
+            if code != ErrorCode.none:
+                out[r.name] = AdminError(code, r.error_message)
+            else:
+                out[r.name] = CreatedTopic(r.name, r.topic_id, int(r.num_partitions), int(r.replication_factor))
+        return out
 
-    async def delete_topic(self, name: str) -> None:
-        resp = await self.conn.request(
-            20, 6, {"topics": [{"name": name, "topic_id": uuid.UUID(int=0)}], "timeout": 30000}
-        )
-        r = resp.responses[0]
-        _check(r.error_code, r.error_message)
+    async def delete_topics(
+        self, names: Sequence[str] = (), ids: Sequence[uuid.UUID] = (), timeout_ms: int = 30000
+    ) -> dict[str | uuid.UUID, AdminError | None]:
+        """Delete by name, or by topic id (exactly that topic, not a namesake created since);
+        results keyed the way each topic was named."""
+        if not names and not ids:
+            return {}
+        topics = [{"name": n, "topic_id": uuid.UUID(int=0)} for n in names]
+        topics += [{"name": None, "topic_id": i} for i in ids]
+        resp = await self.conn.request(20, 6, {"topics": topics, "timeout": timeout_ms})
+        wanted_ids = set(ids)
+        out: dict[str | uuid.UUID, AdminError | None] = {}
+        for r in resp.responses:
+            key: str | uuid.UUID = r.topic_id if r.topic_id in wanted_ids else (r.name or "")
+            out[key] = _error(r.error_code, r.error_message)
+        return out
 
-    async def create_partitions(self, name: str, count: int) -> None:
+    async def create_partitions_many(
+        self, counts: dict[str, int], validate_only: bool = False, timeout_ms: int = 30000
+    ) -> dict[str, AdminError | None]:
+        """Raise each topic's partition count to the given total (new replicas placed by Kafka)."""
+        if not counts:
+            return {}
         resp = await self.conn.request(
             37,
             3,
-            {"topics": [{"name": name, "count": count, "assignments": None}], "timeout": 30000, "validate_only": False},
+            {
+                "topics": [{"name": n, "count": c, "assignments": None} for n, c in counts.items()],
+                "timeout": timeout_ms,
+                "validate_only": validate_only,
+            },
         )
-        r = resp.results[0]
-        _check(r.error_code, r.error_message)
+        return {r.name: _error(r.error_code, r.error_message) for r in resp.results}
+
+    async def describe_config_entries(
+        self, resources: list[tuple[int, str]], keys: list[str] | None = None
+    ) -> dict[tuple[int, str], list[ConfigEntry] | AdminError]:
+        """Several resources in one DescribeConfigs, each entry with its source (an override
+        is DYNAMIC_TOPIC_CONFIG for a topic); a resource's error does not fail the others."""
+        if not resources:
+            return {}
+        resp = await self.conn.request(
+            32,
+            4,
+            {
+                "resources": [
+                    {"resource_type": rtype, "resource_name": name, "configuration_keys": keys}
+                    for rtype, name in resources
+                ],
+                "include_synonyms": False,
+                "include_documentation": False,
+            },
+        )
+        out: dict[tuple[int, str], list[ConfigEntry] | AdminError] = {}
+        for r in resp.results:
+            key = (int(r.resource_type), r.resource_name)
+            err = _error(r.error_code, r.error_message)
+            out[key] = (
+                err
+                if err is not None
+                else [
+                    ConfigEntry(c.name, c.value, int(c.config_source), bool(c.read_only), bool(c.is_sensitive))
+                    for c in r.configs
+                ]
+            )
+        return out
+
+    async def incremental_alter_configs_many(
+        self, changes: dict[tuple[int, str], list[tuple[str, int, str | None]]], validate_only: bool = False
+    ) -> dict[tuple[int, str], AdminError | None]:
+        """(resource type, name) -> [(key, op, value)], one request; each resource is applied
+        whole or not at all (Kafka validates all its operations first)."""
+        if not changes:
+            return {}
+        resp = await self.conn.request(
+            44,
+            1,
+            {
+                "resources": [
+                    {
+                        "resource_type": rtype,
+                        "resource_name": name,
+                        "configs": [{"name": k, "config_operation": op, "value": v} for k, op, v in ops],
+                    }
+                    for (rtype, name), ops in changes.items()
+                ],
+                "validate_only": validate_only,
+            },
+        )
+        return {(int(r.resource_type), r.resource_name): _error(r.error_code, r.error_message) for r in resp.responses}
+
+    async def alter_partition_reassignments(
+        self, moves: Mapping[tuple[str, int], list[int] | None], timeout_ms: int = 30000
+    ) -> dict[tuple[str, int], AdminError | None]:
+        """Start (target replicas) or cancel (None) the reassignment of each partition."""
+        if not moves:
+            return {}
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for (topic, part), replicas in moves.items():
+            topics.setdefault(topic, []).append({"partition_index": part, "replicas": replicas})
+        resp = await self.conn.request(
+            45, 0, {"timeout": timeout_ms, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+        )
+        _check(resp.error_code, resp.error_message)
+        return {
+            (t.name, p.partition_index): _error(p.error_code, p.error_message)
+            for t in resp.responses
+            for p in t.partitions
+        }
+
+    async def list_partition_reassignments(
+        self, topics: dict[str, list[int]] | None = None, timeout_ms: int = 30000
+    ) -> dict[tuple[str, int], Reassignment]:
+        """The ongoing reassignments (of the given partitions, or all)."""
+        body = {
+            "timeout": timeout_ms,
+            "topics": None if topics is None else [{"name": t, "partition_indexes": ps} for t, ps in topics.items()],
+        }
+        resp = await self.conn.request(46, 0, body)
+        _check(resp.error_code, resp.error_message)
+        return {
+            (t.name, p.partition_index): Reassignment(
+                list(p.replicas), list(p.adding_replicas), list(p.removing_replicas)
+            )
+            for t in resp.topics
+            for p in t.partitions
+        }
 
     async def describe_configs(self, resource_type: int, name: str, keys: list[str] | None = None) -> list[Any]:
         resp = await self._config_request(
@@ -212,24 +411,11 @@ class Admin:
         self, resources: list[tuple[int, str]], keys: list[str] | None = None
     ) -> dict[tuple[int, str], dict[str, str | None]]:
         """Several resources in one DescribeConfigs; per resource, key -> value (errors raise)."""
-        if not resources:
-            return {}
-        resp = await self.conn.request(
-            32,
-            4,
-            {
-                "resources": [
-                    {"resource_type": rtype, "resource_name": name, "configuration_keys": keys}
-                    for rtype, name in resources
-                ],
-                "include_synonyms": False,
-                "include_documentation": False,
-            },
-        )
         out: dict[tuple[int, str], dict[str, str | None]] = {}
-        for r in resp.results:
-            _check(r.error_code, r.error_message)
-            out[(int(r.resource_type), r.resource_name)] = {c.name: c.value for c in r.configs}
+        for key, entries in (await self.describe_config_entries(resources, keys)).items():
+            if isinstance(entries, AdminError):
+                raise entries
+            out[key] = {c.name: c.value for c in entries}
         return out
 
     async def describe_quorum(self) -> Any:

@@ -35,7 +35,7 @@ class KafkaView(Protocol):
 def _uuid_text(value: object) -> str:
     if value is None:
         return ""
-    from kopfka import uuids
+    import kopfka.uuids as uuids
 
     try:
         return uuids.to_str(value)  # type: ignore[arg-type]
@@ -144,7 +144,7 @@ class AdminKafkaView:
             await admin.update_feature(name, level)
 
     async def remove_voter(self, node_id: int, directory_id: str) -> None:
-        from kopfka import uuids
+        import kopfka.uuids as uuids
 
         async with self._admin() as admin:
             _, _, cluster_id = await admin.metadata([])
