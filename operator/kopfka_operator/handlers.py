@@ -6,6 +6,7 @@ time) lets the CLI and the tests each build an operator with its own login and s
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import os
@@ -98,6 +99,14 @@ def register(
 ) -> None:
     cfg = config or OperatorConfig()
     apis: dict[str, KubeApi] = {}
+    # kopf serializes a resource's change handlers but runs its timers beside them: one lock per
+    # cluster keeps a reconcile, a resync and a roll/scale step from interleaving (two first
+    # reconciles of a new cluster would each make a cluster id).
+    locks: dict[tuple[str, str], asyncio.Lock] = {}
+
+    def lock(body: kopf.Body) -> asyncio.Lock:
+        key = (body.metadata.namespace or "", body.metadata.name or "")
+        return locks.setdefault(key, asyncio.Lock())
 
     def api() -> KubeApi:
         if "current" not in apis:
@@ -128,7 +137,13 @@ def register(
     @kopf.on.update(GROUP, VERSION, PLURAL, registry=registry)
     @_retry_on_api_errors
     async def apply_spec(body: kopf.Body, **_: Any) -> None:
-        await reconcile(api(), body, cfg.default_image)
+        async with lock(body):
+            await reconcile(api(), await _live(body), cfg.default_image)
+
+    async def _live(body: kopf.Body) -> Mapping[str, Any]:
+        """The object as it is now: a handler that waited for the lock holds an older body."""
+        fresh = await api().get("KafkaCluster", body.metadata.namespace or "", body.metadata.name or "")
+        return fresh if fresh is not None else body
 
     @kopf.timer(
         GROUP,
@@ -141,7 +156,8 @@ def register(
     @_retry_on_api_errors
     async def resync(body: kopf.Body, **_: Any) -> None:
         if not body.metadata.get("deletionTimestamp"):
-            await reconcile(api(), body, cfg.default_image)
+            async with lock(body):
+                await reconcile(api(), await _live(body), cfg.default_image)
 
     roll_contexts: dict[tuple[str, str], RollContext] = {}
 
@@ -151,6 +167,10 @@ def register(
         """Rolling restarts, live config and metadata.version, one step per tick."""
         if body.metadata.get("deletionTimestamp"):
             return
+        async with lock(body):
+            await _roll(body, logger)
+
+    async def _roll(body: kopf.Body, logger: logging.Logger) -> None:
         key = (body.metadata.namespace or "", body.metadata.name or "")
 
         def emit(type_: str, reason: str, message: str) -> None:

@@ -159,6 +159,11 @@ async def ensure_ids(api: KubeApi, body: Mapping[str, Any], spec: ClusterSpec) -
     formatted disks carry the cluster id."""
     status = body.get("status") or {}
     meta = body["metadata"]
+    if not status.get("clusterId"):
+        # The body may predate another handler's first reconcile (a timer and the create
+        # handler race on a new cluster): the live object decides before a new id is made.
+        live = await api.get("KafkaCluster", meta["namespace"], meta["name"])
+        status = (live or {}).get("status") or {}
     cluster_id, voters = status.get("clusterId"), status.get("initialControllers")
     if not cluster_id or voters is None:
         cm = await api.get("ConfigMap", meta["namespace"], config_map_name(meta["name"], spec.voters.role))

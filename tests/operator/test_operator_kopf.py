@@ -394,3 +394,37 @@ async def _warning_says(api: KubeApi, text: str) -> dict[str, Any] | None:
 async def _sts_with_claims(api: KubeApi, name: str, count: int) -> dict[str, Any] | None:
     sts = await api.get("StatefulSet", NS, name)
     return sts if sts and len(sts["spec"].get("volumeClaimTemplates") or []) == count else None
+
+
+async def test_a_new_cluster_gets_one_cluster_id_while_the_timers_run(k8s: Any, api: KubeApi) -> None:
+    """The roll/scale timer fires at once on a new cluster, beside the create handler: both
+    reconciled a body without status.clusterId and each made an id, the later one overwriting
+    the status after children had used the first (seen on the test bed: a roll right after
+    creation, then `storage format` refusing the disk of "another cluster")."""
+    registry = kopf.OperatorRegistry()
+
+    async def login(**_: Any) -> kopf.ConnectionInfo:
+        return kopf.ConnectionInfo(server=k8s.server_url)
+
+    register(
+        registry,
+        OperatorConfig(default_image=IMAGE, resync_seconds=3600, roll_interval_seconds=0.1, kafka_view=lambda b: None),
+        login=login,
+    )
+    settings = kopf.OperatorSettings()
+    settings.posting.enabled = False
+    configure_settings(settings)
+    async with running_kopf(registry, settings, [NS]):
+        for i in range(4):
+            await api.create(NS, cluster_body(f"race{i}"))
+        for i in range(4):
+            cluster = await eventually(lambda i=i: _with_status(api, f"race{i}", "clusterId", "conditions"))
+            seen = {cluster["status"]["clusterId"]}
+            for _ in range(3):  # several timer ticks
+                await asyncio.sleep(0.3)
+                obj = await get(api, "KafkaCluster", f"race{i}")
+                seen.add(obj["status"]["clusterId"])
+                for role in ("controller", "broker"):
+                    cm = await get(api, "ConfigMap", f"race{i}-{role}-config")
+                    seen.add(cm["data"]["cluster.id"])
+            assert len(seen) == 1, (f"race{i}", seen)

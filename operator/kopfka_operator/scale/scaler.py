@@ -230,7 +230,9 @@ async def scale_step(
                 await _voters(ctx, pool, running[pool.role], state)
             if pool.role in BROKER_ROLES and not rolling:
                 await _brokers(ctx, pool, running[pool.role], state, on_scale_up)
-        after[pool.role] = {k: v for k, v in state.items() if v is not None}
+        kept = {k: v for k, v in state.items() if v is not None}
+        if kept or pool.role in before:
+            after[pool.role] = kept
     if after == before:
         return None
     # a merge patch: keys that went away must be sent as null, or the API server keeps them
