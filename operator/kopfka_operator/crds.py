@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from . import GROUP, VERSION
+from .autoscale.policy import AUTOSCALING_SCHEMA
 from .naming import BROKER_ID_BASE, CONTROLLER_ID_BASE, MAX_BROKERS, MAX_CONTROLLERS, REGION_LABEL, ZONE_LABEL
 
 Schema = dict[str, Any]
@@ -331,7 +332,7 @@ def _kafkacluster_spec() -> Schema:
                 default="dedicated",
             ),
             "controllers": _role("controller", controller_replicas),
-            "brokers": _role("broker", broker_replicas, {"rack": rack}),
+            "brokers": _role("broker", broker_replicas, {"rack": rack, "autoscaling": AUTOSCALING_SCHEMA}),
             "listeners": _listeners(),
             "config": _kafka_config(
                 "server.properties overrides (strings or integers). Keys the operator writes — "
@@ -411,6 +412,28 @@ def _kafkacluster_status() -> Schema:
                 {role: _scale_status(role) for role in ("controller", "broker", "combined")},
                 "Scaling in progress per pool (a shrink waits until the nodes going away are empty "
                 "and out of the quorum; voters grow one at a time).",
+            ),
+            "autoscaling": _obj(
+                {
+                    "currentBrokers": _int("spec.brokers.replicas when decided.", 0),
+                    "desiredBrokers": _int("The broker count decided.", 0),
+                    "recommendation": _int("What the metrics asked for, before limits and gates.", nullable=True),
+                    "reason": _str("Why, in words (the metric, its level and its target).", nullable=True),
+                    "held": _str("The gate that held a change: cooldown or busy.", nullable=True),
+                    "levels": {
+                        "type": "object",
+                        "nullable": True,
+                        "description": "Each metric's mean over the brokers in the latest sample.",
+                        "additionalProperties": {"type": "number"},
+                    },
+                    "lastScaleTime": {
+                        "type": "number",
+                        "nullable": True,
+                        "description": "When the autoscaler last changed the count (Unix seconds).",
+                    },
+                    "error": _str("Why spec.brokers.autoscaling cannot be used.", nullable=True),
+                },
+                "The autoscaler's latest decision (spec.brokers.autoscaling).",
             ),
             "config": _obj(
                 {

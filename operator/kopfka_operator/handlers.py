@@ -18,6 +18,7 @@ import aiohttp
 import kopf
 
 from . import GROUP, VERSION
+from .autoscale.driver import Autoscaler
 from .kube import ApiError, KubeApi
 from .naming import LABEL_CLUSTER, MANAGED_BY, pool_name
 from .reconcile import delete_claims, reconcile, refresh_status
@@ -129,6 +130,7 @@ def register(
 
     @kopf.on.cleanup(registry=registry)
     async def cleanup(**_: Any) -> None:
+        await autoscaler.close()
         if "current" in apis:
             await apis.pop("current").close()
 
@@ -160,6 +162,7 @@ def register(
                 await reconcile(api(), await _live(body), cfg.default_image)
 
     roll_contexts: dict[tuple[str, str], RollContext] = {}
+    autoscaler = Autoscaler()
 
     @kopf.timer(GROUP, VERSION, PLURAL, registry=registry, interval=cfg.roll_interval_seconds, idle=0)
     @_retry_on_api_errors
@@ -188,6 +191,9 @@ def register(
         patch = await roll_step(ctx, body)
         if scaled is not None:
             patch = {**(patch or {}), "scale": scaled}
+        autoscaled = await _autoscale(body, ctx.view, emit)
+        if autoscaled is not None:
+            patch = {**(patch or {}), **autoscaled}
         if patch is not None:
             await api().patch("KafkaCluster", key[0], key[1], {"status": patch}, subresource="status")
             if scaled is not None:  # the allowed replica counts changed: render them
@@ -195,6 +201,13 @@ def register(
                 if fresh is not None:
                     await reconcile(api(), fresh, cfg.default_image)
             await refresh_status(api(), key[0], key[1], cfg.default_image)
+
+    async def _autoscale(body: kopf.Body, view: KafkaView | None, emit: Callable[[str, str, str], None]) -> Any:
+        try:
+            spec = parse_spec(body.get("spec") or {}, cfg.default_image)
+        except SpecError:
+            return None
+        return await autoscaler.step(api(), body, spec, view, emit)
 
     async def _scale(body: kopf.Body, view: KafkaView | None, emit: Callable[[str, str, str], None]) -> Any:
         try:

@@ -210,8 +210,18 @@ AUTOSCALING_SCHEMA: dict[str, Any] = {
     ),
     "required": ["minBrokers", "maxBrokers", "targets"],
     "properties": {
-        "minBrokers": {"type": "integer", "minimum": 1, "maximum": MAX_BROKERS},
-        "maxBrokers": {"type": "integer", "minimum": 1, "maximum": MAX_BROKERS},
+        "minBrokers": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_BROKERS,
+            "description": "Fewest brokers the autoscaler keeps.",
+        },
+        "maxBrokers": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_BROKERS,
+            "description": "Most brokers the autoscaler runs.",
+        },
         "targets": {
             "type": "object",
             "minProperties": 1,
@@ -257,7 +267,13 @@ AUTOSCALING_SCHEMA: dict[str, Any] = {
             "type": "object",
             "description": "Read the metrics from this Prometheus server instead of scraping the brokers.",
             "required": ["url"],
-            "properties": {"url": {"type": "string", "pattern": r"^https?://\S+$"}},
+            "properties": {
+                "url": {
+                    "type": "string",
+                    "pattern": r"^https?://\S+$",
+                    "description": "The Prometheus server's base URL.",
+                }
+            },
         },
     },
     "x-kubernetes-validations": [{"rule": "self.maxBrokers >= self.minBrokers", "message": "maxBrokers < minBrokers"}],
