@@ -9,7 +9,6 @@ One 3 controllers + 3 brokers cluster serves the whole module (tests run in file
 from __future__ import annotations
 
 import json
-import sys
 import threading
 import time
 import uuid
@@ -19,12 +18,9 @@ from typing import Any
 
 import pytest
 from kafka_pods import client_pod, cluster_ready, create_topic, kopfka_cli, patch_cluster, pods_of
-from kube_env import REPO, Kube, condition, wait_for
+from kube_env import Kube, condition, wait_for
+from pod_producer import PodProducer, audit, consume_all
 
-sys.path.insert(0, str(REPO / "tests"))
-from verifiable import VerifiableProducer, audit, consume_all
-
-RUNNER = "/opt/kafkatest/kafkatest_run.py"
 FIGURES: dict[str, Any] = {}
 
 CLUSTER = {
@@ -67,35 +63,6 @@ def cluster(operator: Kube, ns: str) -> dict[str, Any]:
     bootstrap = obj["status"]["bootstrapServers"]
     create_topic(operator, ns, client, bootstrap, "audit", 6, 3, **{"min.insync.replicas": "2"})
     return obj
-
-
-class PodProducer(VerifiableProducer):
-    """The verifiable producer inside the client pod, its JSON events read through kubectl."""
-
-    def __init__(self, kube: Kube, ns: str, bootstrap: str, topic: str, throughput: int) -> None:
-        command = [
-            kube.kubectl_bin,
-            f"--kubeconfig={kube.kubeconfig}",
-            "-n",
-            ns,
-            "exec",
-            "-i",
-            "client",
-            "--",
-            "python3",
-            RUNNER,
-        ]
-        super().__init__(bootstrap, topic, throughput=throughput, command=command)
-        self.kube, self.ns = kube, ns
-
-    def stop(self, timeout: float = 30) -> None:
-        kill = (
-            "import os, signal\nfor p in os.listdir('/proc'):\n    if p.isdigit():\n        try:\n"
-            "            if b'verifiable_producer' in open(f'/proc/{p}/cmdline', 'rb').read():\n"
-            "                os.kill(int(p), signal.SIGTERM)\n        except OSError: pass\n"
-        )
-        self.kube.kubectl("-n", self.ns, "exec", "-i", "client", "--", "python3", "-", input=kill, check=False)
-        super().stop(timeout)
 
 
 class UidWatch:
