@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 from kopfka import uuids
-from kopfka.controller.quorum_controller import OP_DELETE, OP_SET, UNCLEAN, QuorumController
+from kopfka.config.definitions import OP_DELETE, OP_SET
+from kopfka.controller.quorum_controller import UNCLEAN, QuorumController
 from kopfka.metadata import bootstrap
 from kopfka.metadata import records as mr
 from kopfka.metadata.features import ELIGIBLE_LEADER_REPLICAS_VERSION, METADATA_VERSION
