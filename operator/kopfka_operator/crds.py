@@ -489,6 +489,10 @@ def _scale_status(role: str) -> Schema:
             "unregister": {**ints, "description": "Brokers removed and still to unregister."},
             "spreadTo": {**ints, "description": "New brokers replicas are being spread onto."},
             "brokers": _int("Broker pods last seen (to recognise new ones).", 0),
+            "volumes": _str("What the removal of a JBOD volume waits for, with its progress."),
+            "removeVolumes": {**ints, "description": "Volume ids removed from the spec, still on the pods."},
+            "volumesEvacuated": {**ints, "description": "Removed volumes that hold no replica any more."},
+            "deleteClaims": {**ints, "description": "Removed volumes whose claims go with them (deleteClaim)."},
         },
         f"The {role} pool.",
     )

@@ -215,15 +215,17 @@ def register(
         except SpecError:
             return None
         running: dict[str, int] = {}
+        sets: dict[str, Any] = {}
         for pool in spec.pools:
             sts = await api().get(
                 "StatefulSet", body.metadata.namespace or "", pool_name(body.metadata.name or "", pool.role)
             )
             if sts is not None:
                 running[pool.role] = int((sts.get("spec") or {}).get("replicas") or 0)
+                sets[pool.role] = sts
         admin = view if isinstance(view, AdminKafkaView) else None
         mover = cfg.data_mover(body, view) if cfg.data_mover is not None else None
-        return await scale_step(ScaleContext(view, admin, mover, emit), body, spec, running)
+        return await scale_step(ScaleContext(view, admin, mover, emit, api()), body, spec, running, sets)
 
     @kopf.on.delete(GROUP, VERSION, PLURAL, registry=registry)
     @_retry_on_api_errors

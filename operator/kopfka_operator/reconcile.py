@@ -23,7 +23,7 @@ from .ids import initial_controllers, new_kafka_uuid
 from .kube import ApiError, KubeApi
 from .manifests import Cluster, Manifest, build_children, config_map
 from .manifests.config import CLUSTER_ID_KEY, INITIAL_CONTROLLERS_KEY
-from .manifests.statefulset import METADATA_VOLUME_ANNOTATION
+from .manifests.statefulset import DELETE_CLAIMS_ANNOTATION, METADATA_VOLUME_ANNOTATION
 from .naming import (
     LABEL_CLUSTER,
     LABEL_CONFIG_REVISION,
@@ -35,7 +35,7 @@ from .naming import (
     pool_name,
 )
 from .scale.replicas import rendered_replicas
-from .spec import ClusterSpec, SpecError, parse_spec
+from .spec import ClusterSpec, Pool, SpecError, Volume, parse_spec
 from .status import Observed, build_status
 
 HASH_ANNOTATION = "kopfka.io/applied-hash"
@@ -85,13 +85,13 @@ class StorageChange:
     metadata_moved: bool
 
     @property
-    def add_only(self) -> bool:
-        return bool(self.added) and not (self.removed or self.resized or self.metadata_moved)
+    def safe(self) -> bool:
+        """Volumes added, or removed once emptied (the rendering keeps a volume that is to go
+        until the scaler has moved its replicas away): the set is re-created, pods kept."""
+        return bool(self.added or self.removed) and not (self.resized or self.metadata_moved)
 
     def refusal(self) -> str:
         parts = []
-        if self.removed:
-            parts.append(f"removing {', '.join(self.removed)} needs their replicas moved to the other disks first")
         if self.resized:
             parts.append(f"{', '.join(self.resized)} changed size or storage class (claims are immutable)")
         if self.metadata_moved:
@@ -141,9 +141,10 @@ async def apply_child(api: KubeApi, desired: Manifest) -> tuple[str, str | None]
         return "created", None
     if kind == "StatefulSet":
         change = storage_change(desired, existing)
-        if change is not None and change.add_only:
+        if change is not None and change.safe:
             await _recreate_orphaning_pods(api, body)
-            return f"recreated with volume(s) {', '.join(change.added)} (pods kept)", None
+            what = [f"+{n}" for n in change.added] + [f"-{n}" for n in change.removed]
+            return f"recreated with volume change(s) {', '.join(what)} (pods kept)", None
         if change is not None:
             return "unchanged", change.refusal()  # never half-applied
     annotations = (existing.get("metadata") or {}).get("annotations") or {}
@@ -188,6 +189,40 @@ async def _with_safe_replicas(api: KubeApi, body: Mapping[str, Any], spec: Clust
         running = ((sts or {}).get("spec") or {}).get("replicas")
         count = rendered_replicas(pool.role, pool.replicas, running, scale.get(pool.role) or {})
         pools[pool.role] = dataclasses.replace(pool, replicas=count)
+    if spec.controllers is None:
+        return dataclasses.replace(spec, brokers=pools[spec.brokers.role])
+    return dataclasses.replace(spec, brokers=pools["broker"], controllers=pools["controller"])
+
+
+def removed_volumes(pool: Pool, sts: Mapping[str, Any] | None) -> list[Volume]:
+    """Volumes the StatefulSet has and the spec no longer lists, as the set has them (size,
+    class, and deleteClaim from the set's annotation)."""
+    if sts is None:
+        return []
+    wanted = {v.id for v in pool.volumes}
+    annotations = (sts.get("metadata") or {}).get("annotations") or {}
+    delete = {int(i) for i in (annotations.get(DELETE_CLAIMS_ANNOTATION) or "").split(",") if i.isdigit()}
+    out = []
+    for name, (size, storage_class) in _claims(sts).items():
+        if name.startswith("data-") and name[5:].isdigit() and int(name[5:]) not in wanted:
+            vid = int(name[5:])
+            out.append(Volume(vid, size, storage_class, delete_claim=vid in delete))
+    return sorted(out, key=lambda v: v.id)
+
+
+async def _with_retained_volumes(api: KubeApi, body: Mapping[str, Any], spec: ClusterSpec) -> ClusterSpec:
+    """The spec with each volume that is to be removed still in place until the scaler has
+    emptied it (status.scale.<role>.volumesEvacuated): its disk stays mounted and in log.dirs
+    while AlterReplicaLogDirs moves the replicas to the other disks."""
+    meta = body["metadata"]
+    scale = (body.get("status") or {}).get("scale") or {}
+    pools = {}
+    for pool in spec.pools:
+        sts = await api.get("StatefulSet", meta["namespace"], pool_name(meta["name"], pool.role))
+        evacuated = set((scale.get(pool.role) or {}).get("volumesEvacuated") or [])
+        keep = [v for v in removed_volumes(pool, sts) if v.id not in evacuated]
+        vols = tuple(sorted((*pool.volumes, *keep), key=lambda v: v.id))
+        pools[pool.role] = dataclasses.replace(pool, volumes=vols)
     if spec.controllers is None:
         return dataclasses.replace(spec, brokers=pools[spec.brokers.role])
     return dataclasses.replace(spec, brokers=pools["broker"], controllers=pools["controller"])
@@ -303,7 +338,7 @@ def storage_warnings(body: Mapping[str, Any], spec: ClusterSpec, observed: Obser
     for child in build_children(cluster):
         if child["kind"] == "StatefulSet" and child["metadata"]["name"] in observed.stateful_sets:
             change = storage_change(child, observed.stateful_sets[child["metadata"]["name"]])
-            if change is not None and not change.add_only:
+            if change is not None and not change.safe:
                 warnings.append(("StorageChangeRefused", change.refusal()))
     return warnings
 
@@ -325,6 +360,7 @@ async def reconcile(api: KubeApi, body: Mapping[str, Any], default_image: str | 
         api, meta["namespace"], meta["name"], spec
     )
     spec = await _with_safe_replicas(api, body, spec)
+    spec = await _with_retained_volumes(api, body, spec)
     cluster = Cluster(meta["name"], meta["namespace"], meta["uid"], cluster_id, voters, spec, formed)
     warnings = []
     for child in build_children(cluster):

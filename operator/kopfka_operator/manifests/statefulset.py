@@ -281,6 +281,9 @@ def pod_template(cluster: Cluster, pool: Pool) -> Manifest:
 
 # Which volume holds the metadata log (metadata.log.dir): moving it is a storage change.
 METADATA_VOLUME_ANNOTATION = "kopfka.io/metadata-volume"
+# Volume ids whose claims go with them (deleteClaim): read back when such a volume is removed
+# from the spec, since the spec then no longer says so.
+DELETE_CLAIMS_ANNOTATION = "kopfka.io/delete-claim-volumes"
 
 
 def pod_hash(template: Manifest) -> str:
@@ -297,7 +300,10 @@ def stateful_set(cluster: Cluster, pool: Pool) -> Manifest:
     template = pod_template(cluster, pool)
     template["metadata"]["annotations"][POD_HASH_ANNOTATION] = pod_hash(template)
     meta = metadata(cluster, name, pool)
-    meta["annotations"] = {METADATA_VOLUME_ANNOTATION: str(pool.metadata_volume.id)}
+    meta["annotations"] = {
+        METADATA_VOLUME_ANNOTATION: str(pool.metadata_volume.id),
+        DELETE_CLAIMS_ANNOTATION: ",".join(str(v.id) for v in pool.volumes if v.delete_claim),
+    }
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",

@@ -21,7 +21,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..naming import node_id_base
+from ..manifests.statefulset import METADATA_VOLUME_ANNOTATION
+from ..naming import data_dir, node_id_base, pool_name, volume_name
+from ..reconcile import removed_volumes
 from ..roll.gates import QuorumSnapshot, may_stop_voter, voter_caught_up
 from ..roll.kafka_view import KafkaView
 from ..spec import ClusterSpec, Pool
@@ -36,6 +38,11 @@ class DataMover(Protocol):
 
     async def evacuate(self, brokers: list[int]) -> tuple[bool, str]: ...
     async def spread(self, brokers: list[int]) -> tuple[bool, str]: ...
+    async def evacuate_dirs(self, broker_dirs: dict[int, list[str]]) -> tuple[bool, str]: ...
+
+
+class ClaimDeleter(Protocol):
+    async def delete(self, kind: str, namespace: str, name: str) -> Any: ...
 
 
 class NodeAdmin(Protocol):
@@ -49,6 +56,7 @@ class ScaleContext:
     admin: NodeAdmin | None
     mover: DataMover | None
     emit: Emit
+    kube: ClaimDeleter | None = None
 
 
 async def _safe(coro: Awaitable[Any]) -> Any:
@@ -210,14 +218,74 @@ async def _brokers(ctx: ScaleContext, pool: Pool, running: int, state: dict[str,
             state["data"] = None
 
 
+async def _volumes(
+    ctx: ScaleContext, pool: Pool, running: int, state: dict[str, Any], sts: Mapping[str, Any], where: tuple[str, str]
+) -> None:
+    """A JBOD volume removed from the spec: its replicas are moved to the broker's other disks
+    (AlterReplicaLogDirs), then the rendering drops it (volumesEvacuated), the set is re-created
+    and the pods rolled; last, its claims are deleted if it was a deleteClaim volume."""
+    gone = removed_volumes(pool, sts)
+    ids = [v.id for v in gone]
+    if not ids:
+        if state.get("removeVolumes"):
+            deleted = []
+            if ctx.kube is not None:
+                for vid in state.get("deleteClaims") or []:
+                    for ordinal in range(running):
+                        claim = f"{volume_name(vid)}-{pool_name(where[1], pool.role)}-{ordinal}"
+                        if await _ok(ctx.kube.delete("PersistentVolumeClaim", where[0], claim)):
+                            deleted.append(claim)
+            ctx.emit(
+                "Normal", "VolumesRemoved", f"volume(s) {state['removeVolumes']} removed; claims deleted: {deleted}"
+            )
+        for key in ("removeVolumes", "volumesEvacuated", "deleteClaims", "volumes"):
+            state.pop(key, None)
+        return
+    state["removeVolumes"] = ids
+    state["deleteClaims"] = [v.id for v in gone if v.delete_claim] or None
+    meta_volume = ((sts.get("metadata") or {}).get("annotations") or {}).get(METADATA_VOLUME_ANNOTATION)
+    if meta_volume is not None and int(meta_volume) in ids:
+        _say(
+            ctx,
+            state,
+            "volumes",
+            f"volume {meta_volume} holds the metadata log and cannot be removed",
+            ("Warning", "VolumeRemovalRefused"),
+        )
+        return
+    if set(ids) <= set(state.get("volumesEvacuated") or []):
+        state["volumes"] = f"volume(s) {ids} empty: the StatefulSet is re-created without them and the pods rolled"
+        return
+    if pool.role not in BROKER_ROLES or running == 0:
+        done, progress = True, "no partition replicas on a controller"
+    elif ctx.mover is None:
+        state["volumes"] = f"waiting to move the replicas off volume(s) {ids}"
+        return
+    else:
+        brokers = _ids(pool, 0, running)
+        done, progress = await ctx.mover.evacuate_dirs({b: [data_dir(i) for i in ids] for b in brokers})
+    state["volumes"] = f"moving replicas off volume(s) {ids}: {progress}"
+    if done:
+        state["volumesEvacuated"] = ids
+        _say(
+            ctx,
+            state,
+            "volumes",
+            f"volume(s) {ids} hold no replica: they are removed from the pods",
+            ("Normal", "VolumesEvacuated"),
+        )
+
+
 async def scale_step(
     ctx: ScaleContext,
     body: Mapping[str, Any],
     spec: ClusterSpec,
     running: Mapping[str, int],
+    stateful_sets: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any] | None:
-    """One step over every pool (`running`: role -> its StatefulSet's spec.replicas); returns the
-    new status.scale when it changed."""
+    """One step over every pool (`running`: role -> its StatefulSet's spec.replicas;
+    `stateful_sets`: role -> the set, for its volumes); returns the new status.scale when it
+    changed."""
     status = body.get("status") or {}
     before = status.get("scale") or {}
     after: dict[str, Any] = {}
@@ -230,6 +298,10 @@ async def scale_step(
                 await _voters(ctx, pool, running[pool.role], state)
             if pool.role in BROKER_ROLES and not rolling:
                 await _brokers(ctx, pool, running[pool.role], state, on_scale_up)
+            sts = (stateful_sets or {}).get(pool.role)
+            if sts is not None and not rolling:
+                meta = body.get("metadata") or {}
+                await _volumes(ctx, pool, running[pool.role], state, sts, (meta.get("namespace", ""), meta["name"]))
         kept = {k: v for k, v in state.items() if v is not None}
         if kept or pool.role in before:
             after[pool.role] = kept
