@@ -21,6 +21,7 @@ import yaml
 from . import GROUP, VERSION
 from .autoscale.policy import AUTOSCALING_SCHEMA
 from .naming import BROKER_ID_BASE, CONTROLLER_ID_BASE, MAX_BROKERS, MAX_CONTROLLERS, REGION_LABEL, ZONE_LABEL
+from .spec import AUTHENTICATION_TYPES
 
 Schema = dict[str, Any]
 
@@ -186,10 +187,40 @@ def _listeners() -> Schema:
                 maxLength=15,
             ),
             "port": _int("Container and Service port.", 1024, 65535),
-            "protocol": _str("Security protocol.", enum=["PLAINTEXT"], default="PLAINTEXT"),
+            "protocol": _str(
+                "Kept for compatibility; the security protocol follows from `tls` and `authentication` "
+                "(PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL).",
+                enum=["PLAINTEXT"],
+                default="PLAINTEXT",
+            ),
+            "tls": _bool(
+                "Encrypt the listener with TLS; the brokers' certificates are signed by the cluster CA "
+                "(Secret `<cluster>-cluster-ca-cert`, key `ca.crt`, is what clients trust).",
+                False,
+            ),
+            "authentication": _obj(
+                {
+                    "type": _str(
+                        "`scram-sha-512` / `scram-sha-256`: SASL SCRAM with the credentials of User "
+                        "resources; `plain`: SASL PLAIN with the users of "
+                        "`spec.config.listener.name.<listener>.plain.sasl.jaas.config`; `tls`: a client "
+                        "certificate signed by the clients CA (User resources with authentication tls), "
+                        "the principal is `User:<CN>`.",
+                        enum=list(AUTHENTICATION_TYPES),
+                    )
+                },
+                "How clients authenticate; none when omitted (principal User:ANONYMOUS).",
+                required=["type"],
+            ),
         },
         "A client listener, exposed on each broker pod and on the bootstrap Service.",
         required=["name", "port"],
+        validations=[
+            _cel(
+                "!has(self.authentication) || self.authentication.type != 'tls' || self.tls",
+                "authentication type tls needs tls: true",
+            )
+        ],
     )
     return {
         "type": "array",
@@ -215,6 +246,51 @@ def _listeners() -> Schema:
             ),
         ],
     }
+
+
+def _certificate_authority(which: str, signs: str) -> Schema:
+    return _obj(
+        {
+            "generateCertificateAuthority": _bool(
+                f"The operator creates the {which} CA (Secret `<cluster>-{which}-ca`, keys ca.crt and "
+                "ca.key). false: you create that Secret with your own CA (ECDSA or RSA key, PEM); the "
+                "operator only issues certificates from it.",
+                True,
+            ),
+            "validityDays": _int(
+                f"Validity of the generated CA and of the certificates it signs ({signs}).", 1, 36500, default=365
+            ),
+            "renewalDays": _int(
+                "A certificate this close to its expiry is issued again (node certificates roll the pods "
+                "through the rolling restart).",
+                1,
+                36500,
+                default=30,
+            ),
+        },
+        f"The {which} certificate authority: it signs {signs}.",
+        validations=[_cel("self.renewalDays < self.validityDays", "renewalDays must be less than validityDays")],
+    )
+
+
+def _authorization() -> Schema:
+    return _obj(
+        {
+            "type": _str(
+                "`simple`: Kafka's StandardAuthorizer over the ACLs in the metadata log (User resources manage them).",
+                enum=["simple"],
+                default="simple",
+            ),
+            "superUsers": {
+                "type": "array",
+                "description": "Principals allowed everything, as user names (`admin` is User:admin) or "
+                "certificate subjects (`CN=x,O=y`). The nodes and the operator are super users anyway.",
+                "items": {"type": "string", "minLength": 1, "pattern": "^[^;]+$"},
+            },
+        },
+        "Authorization of every request (ACLs); allow.everyone.if.no.acl.found stays false unless set in spec.config.",
+        required=["type"],
+    )
 
 
 def _pod_template() -> Schema:
@@ -334,12 +410,20 @@ def _kafkacluster_spec() -> Schema:
             "controllers": _role("controller", controller_replicas),
             "brokers": _role("broker", broker_replicas, {"rack": rack, "autoscaling": AUTOSCALING_SCHEMA}),
             "listeners": _listeners(),
+            "authorization": _authorization(),
+            "clusterCa": _certificate_authority(
+                "cluster", "the brokers' and controllers' certificates and the operator's own"
+            ),
+            "clientsCa": _certificate_authority("clients", "the client certificates of User resources"),
             "config": _kafka_config(
                 "server.properties overrides (strings or integers). Keys the operator writes — "
                 "node.id, process.roles, listeners, advertised.listeners, "
                 "listener.security.protocol.map, controller.listener.names, "
                 "inter.broker.listener.name, controller.quorum.*, log.dirs, log.dir, "
-                "metadata.log.dir, broker.rack, kopfka.http.listener — are rejected."
+                "metadata.log.dir, broker.rack, kopfka.http.listener, authorizer.class.name, "
+                "super.users, and for a secured cluster the ssl.keystore/truststore keys, ssl.client.auth, "
+                "sasl.enabled.mechanisms and ssl.principal.mapping.rules (also listener-prefixed) — are "
+                "rejected."
             ),
             "metrics": _obj(
                 {"enabled": _bool("Annotate pods for Prometheus scraping of GET /metrics on port 8080.", True)},
@@ -842,10 +926,111 @@ def quota_crd() -> Schema:
     )
 
 
+def user_crd() -> Schema:
+    from .security.users import AUTHENTICATION_TYPES as USER_AUTHENTICATION
+    from .security.users import OPERATIONS, PATTERN_TYPES, PERMISSIONS, RESOURCE_TYPES
+
+    acl = _obj(
+        {
+            "resource": _obj(
+                {
+                    "type": _str("What the ACL is on.", enum=list(RESOURCE_TYPES)),
+                    "name": _str("Its name, or the prefix with patternType prefix; `*` is every one.", minLength=1),
+                    "patternType": _str(
+                        "`literal`: exactly `name` (or `*`); `prefix`: every name starting with it.",
+                        enum=list(PATTERN_TYPES),
+                        default="literal",
+                    ),
+                },
+                "The resource pattern (Kafka's ResourcePattern); a cluster ACL takes no name.",
+                required=["type"],
+                validations=[
+                    _cel("self.type == 'cluster' || has(self.name)", "resource.name is required but for a cluster")
+                ],
+            ),
+            "operations": {
+                "type": "array",
+                "description": "Operations allowed (or denied): one Kafka ACL each.",
+                "minItems": 1,
+                "items": {"type": "string", "enum": list(OPERATIONS)},
+            },
+            "host": _str("Client address the ACL applies to; `*` for any.", default="*"),
+            "type": _str("allow or deny (a matching deny wins).", enum=list(PERMISSIONS), default="allow"),
+        },
+        "ACLs of the user's principal on one resource pattern.",
+        required=["resource", "operations"],
+    )
+    spec = _obj(
+        {
+            "authentication": _obj(
+                {
+                    "type": _str(
+                        "`scram-sha-512` / `scram-sha-256`: the operator generates a password into the Secret "
+                        "named after the User (keys password, sasl.jaas.config) and sets the SCRAM credential; "
+                        "`tls`: it issues a client certificate from the clients CA into that Secret (user.crt, "
+                        "user.key). Both Secrets carry ca.crt, the CA that signs the brokers.",
+                        enum=list(USER_AUTHENTICATION),
+                    )
+                },
+                "How the user authenticates; omitted: ACLs only (for a principal authenticated otherwise).",
+                required=["type"],
+            ),
+            "authorization": _obj(
+                {
+                    "type": _str("`simple`: Kafka ACLs.", enum=["simple"], default="simple"),
+                    "acls": {"type": "array", "description": "The user's ACLs.", "items": acl},
+                },
+                "The ACLs of the principal User:<metadata.name> the operator manages: it creates these and "
+                "deletes those it created that are no longer listed (ACLs created by others are kept).",
+                required=["type"],
+            ),
+        },
+        f"A Kafka user: its credential and its ACLs. {CLUSTER_LABEL_DOC} The principal is "
+        "User:<metadata.name>. Deleting the User removes its credential, its ACLs and its Secret.",
+    )
+    acl_status = _obj(
+        {
+            "resourceType": _str("topic, group, cluster or transactionalId."),
+            "name": _str("Resource name or prefix."),
+            "patternType": _str("literal or prefix."),
+            "operation": _str("The operation."),
+            "type": _str("allow or deny."),
+            "host": _str("Host."),
+        },
+        "An ACL the operator created for this User.",
+    )
+    status = _simple_status(
+        {
+            "principal": _str("The Kafka principal, User:<name>."),
+            "secret": _str("The Secret holding the credentials.", nullable=True),
+            "authentication": _str("The authentication applied.", nullable=True),
+            "secretVersion": _str("resourceVersion of the Secret the credential was set from.", nullable=True),
+            "certificateNotAfter": _str("When the client certificate expires (tls).", nullable=True),
+            "acls": {"type": "array", "description": "The ACLs this User owns in Kafka.", "items": acl_status},
+        }
+    )
+    return _crd(
+        "User",
+        "users",
+        ["ku", "kafkauser"],
+        spec,
+        status,
+        [
+            _cluster_column(),
+            _printer("Authentication", "string", ".spec.authentication.type", "scram-sha-512, scram-sha-256 or tls."),
+            _ready_column(),
+            _printer("Secret", "string", ".status.secret", "Secret with the credentials.", 1),
+            _age(),
+        ],
+        "A Kafka user of a kopfka cluster: SCRAM credential or client certificate, and ACLs.",
+    )
+
+
 ALL_CRDS = {
     "kafkaclusters": kafkacluster_crd,
     "topics": topic_crd,
     "quotas": quota_crd,
+    "users": user_crd,
 }
 
 

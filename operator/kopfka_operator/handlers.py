@@ -16,6 +16,7 @@ from typing import Any
 
 import aiohttp
 import kopf
+from kopfka.security.client import ClientSecurity
 
 from . import GROUP, VERSION
 from .autoscale.driver import Autoscaler
@@ -26,6 +27,7 @@ from .resource_handlers import ResourceConfig, register_topics
 from .roll.kafka_view import AdminKafkaView, KafkaView
 from .roll.roller import DEFAULT_BLOCKED_TIMEOUT, RollContext, roll_step
 from .scale.scaler import DataMover, ScaleContext, scale_step
+from .security.credentials import OperatorCredentials, admin_bootstrap
 from .spec import SpecError, parse_spec
 
 PLURAL = "kafkaclusters"
@@ -36,10 +38,11 @@ CHILD_LABELS: dict[str, Any] = {
 LoginFn = Callable[..., Awaitable[kopf.ConnectionInfo | None]]
 
 
-def default_view(body: Mapping[str, Any]) -> KafkaView | None:
-    """The cluster over its bootstrap Service (in-cluster DNS), once the status names it."""
-    bootstrap = (body.get("status") or {}).get("bootstrapServers")
-    return AdminKafkaView(bootstrap) if bootstrap else None
+def default_view(body: Mapping[str, Any], security: ClientSecurity | None = None) -> KafkaView | None:
+    """The cluster over its bootstrap Service (in-cluster DNS), once the status names it; a
+    secured cluster on its REPLICATION listener with the operator's certificate."""
+    bootstrap = admin_bootstrap(body)
+    return AdminKafkaView(bootstrap, security=security) if bootstrap else None
 
 
 @dataclass
@@ -49,7 +52,7 @@ class OperatorConfig:
     resync_seconds: float = 300.0
     # How often the roller looks at a cluster (cheap when nothing is stale: two list calls).
     roll_interval_seconds: float = 3.0
-    kafka_view: Callable[[Mapping[str, Any]], KafkaView | None] = default_view
+    kafka_view: Callable[[Mapping[str, Any], ClientSecurity | None], KafkaView | None] = default_view
     data_mover: Callable[[Mapping[str, Any], KafkaView | None], DataMover | None] | None = None
 
 
@@ -163,6 +166,7 @@ def register(
 
     roll_contexts: dict[tuple[str, str], RollContext] = {}
     autoscaler = Autoscaler()
+    credentials = OperatorCredentials()
 
     @kopf.timer(GROUP, VERSION, PLURAL, registry=registry, interval=cfg.roll_interval_seconds, idle=0)
     @_retry_on_api_errors
@@ -186,7 +190,7 @@ def register(
         if ctx is None:
             ctx = roll_contexts[key] = RollContext(api(), None, emit)
         ctx.api, ctx.emit, ctx.blocked_timeout = api(), emit, timeout
-        ctx.view = cfg.kafka_view(body)
+        ctx.view = cfg.kafka_view(body, await credentials.for_body(api(), body))
         scaled = await _scale(body, ctx.view, emit)
         patch = await roll_step(ctx, body)
         if scaled is not None:
@@ -248,4 +252,7 @@ def register(
             return
         await refresh_status(api(), namespace, name, cfg.default_image)
 
-    register_topics(registry, ResourceConfig(resync_seconds=cfg.resync_seconds))
+    async def security(key: tuple[str, str]) -> ClientSecurity | None:
+        return await credentials.get(api(), *key)
+
+    register_topics(registry, ResourceConfig(resync_seconds=cfg.resync_seconds, security=security, kube=api))

@@ -38,6 +38,20 @@ def reason_of(code: ErrorCode) -> str:
     return "".join(part.title() for part in code.name.split("_"))
 
 
+@dataclass
+class Outcome:
+    """What reconciling one resource came to (Topic, Quota, User add their own fields); the
+    kopf handlers turn it into conditions, events and retries."""
+
+    ready: bool = True
+    reason: str = "Reconciled"
+    message: str = ""
+    refused: bool = False  # the spec asks for what Kafka refuses: no retry until it changes
+    retry_after: float | None = None  # a transient Kafka error: retry after this long
+    drift: list[str] = field(default_factory=list)
+    events: list[tuple[str, str, str]] = field(default_factory=list)  # (type, reason, message)
+
+
 class ClusterUnavailable(Exception):
     """The cluster's Kafka API cannot be reached, refused a whole request, or answered what
     could not be read: retry later. `reason` is the condition reason to report."""
@@ -75,7 +89,7 @@ class ClusterAdmin:
         for server in filter(None, (s.strip() for s in self.bootstrap.split(","))):
             try:
                 conn = await KafkaConnection.open(server, timeout=self.connect_timeout, security=self.security)
-                return Admin(conn)
+                return Admin(conn, self.security)
             except (OSError, TimeoutError, ValueError) as exc:
                 errors.append(f"{server}: {exc or type(exc).__name__}")
         self._last_error = f"cannot connect to {self.bootstrap} ({'; '.join(errors) or 'no address'})"
@@ -111,7 +125,7 @@ class ClusterAdmin:
         if cached is not None:
             await self._close(cached[1])
         conn = await KafkaConnection.open(address, timeout=self.connect_timeout, security=self.security)
-        self._nodes[node_id] = (address, Admin(conn))
+        self._nodes[node_id] = (address, Admin(conn, self.security))
         return self._nodes[node_id][1]
 
     async def close(self) -> None:

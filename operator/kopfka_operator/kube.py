@@ -33,6 +33,7 @@ class Kind:
 
 KINDS: dict[str, Kind] = {
     "ConfigMap": Kind("CoreV1Api", "config_map"),
+    "Secret": Kind("CoreV1Api", "secret"),
     "Service": Kind("CoreV1Api", "service"),
     "ServiceAccount": Kind("CoreV1Api", "service_account"),
     "PersistentVolumeClaim": Kind("CoreV1Api", "persistent_volume_claim"),
@@ -41,7 +42,7 @@ KINDS: dict[str, Kind] = {
     "StatefulSet": Kind("AppsV1Api", "stateful_set"),
     "PodDisruptionBudget": Kind("PolicyV1Api", "pod_disruption_budget"),
 }
-CUSTOM_PLURALS = {"KafkaCluster": "kafkaclusters", "Topic": "topics", "Quota": "quotas"}
+CUSTOM_PLURALS = {"KafkaCluster": "kafkaclusters", "Topic": "topics", "Quota": "quotas", "User": "users"}
 
 
 class ApiError(Exception):

@@ -25,6 +25,10 @@ CONFIG_FILE = f"{CONFIG_DIR}/server.properties"
 # The cluster's ids and marks (cluster.id, initial.controllers, quorum.formed), mounted live.
 CLUSTER_INFO_DIR = "/etc/kopfka-cluster"
 DATA_ROOT = "/var/lib/kopfka"
+# The pool's certificates Secret: <pod>.pem keystores, ca.crt and clients-ca.crt truststores.
+TLS_DIR = "/etc/kopfka-tls"
+# Subjects' organization of the certificates the operator issues from the cluster CA.
+CERT_ORGANIZATION = "kopfka.io"
 
 MANAGED_BY = "kopfka-operator"
 LABEL_CLUSTER = "kopfka.io/cluster"
@@ -102,3 +106,36 @@ def role_labels(cluster: str, role: Role) -> dict[str, str]:
 
 def label_selector(labels: dict[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+
+def ca_secret_name(cluster: str, which: str) -> str:
+    """The CA's key and certificate (`which`: cluster or clients); private to the operator."""
+    return f"{cluster}-{which}-ca"
+
+
+def ca_cert_secret_name(cluster: str, which: str) -> str:
+    """The CA's certificate alone, for clients to trust (mountable by applications)."""
+    return f"{cluster}-{which}-ca-cert"
+
+
+def certs_secret_name(cluster: str, role: Role) -> str:
+    """The certificates of one pool's pods (one keystore per pod, by pod name)."""
+    return f"{pool_name(cluster, role)}-certs"
+
+
+def operator_secret_name(cluster: str) -> str:
+    """The operator's own client certificate for the cluster (a super user)."""
+    return f"{cluster}-operator-certs"
+
+
+def node_common_name(cluster: str) -> str:
+    return f"{cluster}-node"
+
+
+def operator_common_name(cluster: str) -> str:
+    return f"{cluster}-operator"
+
+
+def cert_principal(common_name: str) -> str:
+    """The Kafka principal of a certificate the operator issued (subject O, CN; RFC 2253 form)."""
+    return f"User:CN={common_name},O={CERT_ORGANIZATION}"

@@ -18,7 +18,7 @@ from kopfka.client.admin import Admin
 from kopfka.client.quotas import alter_client_quotas_many, describe_client_quotas
 
 from .crds import QUOTA_KEYS
-from .kafka_pool import reason_of
+from .kafka_pool import Outcome, reason_of
 from .topics import REFUSALS
 
 Entity = tuple[tuple[str, str | None], ...]  # sorted (Kafka entity type, name or None = <default>)
@@ -69,15 +69,8 @@ class QuotaWork:
 
 
 @dataclass
-class QuotaOutcome:
+class QuotaOutcome(Outcome):
     applied: dict[str, float] = field(default_factory=dict)  # spec key -> value in Kafka
-    ready: bool = True
-    reason: str = "Reconciled"
-    message: str = ""
-    refused: bool = False
-    retry_after: float | None = None
-    drift: list[str] = field(default_factory=list)
-    events: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 async def reconcile_batch(

@@ -35,6 +35,7 @@ from .naming import (
     pool_name,
 )
 from .scale.replicas import rendered_replicas
+from .security.certificates import CertificateError, ensure_certificates
 from .spec import ClusterSpec, Pool, SpecError, Volume, parse_spec
 from .status import Observed, build_status
 
@@ -175,6 +176,16 @@ async def ensure_ids(api: KubeApi, body: Mapping[str, Any], spec: ClusterSpec) -
         cluster_id = new_kafka_uuid()
         voters = initial_controllers(meta["name"], meta["namespace"], spec.voters)
     return cluster_id, voters or ""
+
+
+async def _running_replicas(api: KubeApi, namespace: str, name: str, spec: ClusterSpec) -> dict[str, int]:
+    """Role -> the replicas its StatefulSet has now (pods a shrink has yet to remove still need
+    their certificates)."""
+    out: dict[str, int] = {}
+    for pool in spec.pools:
+        sts = await api.get("StatefulSet", namespace, pool_name(name, pool.role))
+        out[pool.role] = int(((sts or {}).get("spec") or {}).get("replicas") or 0)
+    return out
 
 
 async def _with_safe_replicas(api: KubeApi, body: Mapping[str, Any], spec: ClusterSpec) -> ClusterSpec:
@@ -354,15 +365,36 @@ async def reconcile(api: KubeApi, body: Mapping[str, Any], default_image: str | 
     cluster_id, voters = await ensure_ids(api, body, spec)
     ids = {"clusterId": cluster_id, "initialControllers": voters}
     if any((body.get("status") or {}).get(k) != v for k, v in ids.items()):
-        # Recorded before any child uses them, so a crash cannot lead to a second id.
-        await api.patch("KafkaCluster", meta["namespace"], meta["name"], {"status": ids}, "status")
+        # Recorded before any child uses them, so a crash cannot lead to a second id; the first
+        # time only if nobody recorded others meanwhile (two reconciles of a new cluster, e.g.
+        # the create handler and the roll timer, would each generate one).
+        patch: dict[str, Any] = {"status": ids}
+        if not (body.get("status") or {}).get("clusterId"):
+            patch["metadata"] = {"resourceVersion": meta.get("resourceVersion")}
+        try:
+            await api.patch("KafkaCluster", meta["namespace"], meta["name"], patch, "status")
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+            fresh = await api.get("KafkaCluster", meta["namespace"], meta["name"])
+            return None if fresh is None else await reconcile(api, fresh, default_image)
     formed = bool((body.get("status") or {}).get("quorumFormed")) or await _formed_in_config(
         api, meta["namespace"], meta["name"], spec
     )
+    running = await _running_replicas(api, meta["namespace"], meta["name"], spec)
     spec = await _with_safe_replicas(api, body, spec)
     spec = await _with_retained_volumes(api, body, spec)
     cluster = Cluster(meta["name"], meta["namespace"], meta["uid"], cluster_id, voters, spec, formed)
-    warnings = []
+    counts: dict[str, int] = {p.role: max(p.replicas, running.get(p.role, 0)) for p in spec.pools}
+    try:
+        certs = await ensure_certificates(api, cluster, counts)
+    except CertificateError as exc:
+        log.warning("KafkaCluster %s/%s: %s", meta["namespace"], meta["name"], exc.message)
+        return await refresh_status(
+            api, meta["namespace"], meta["name"], default_image, warnings=[(exc.reason, exc.message)]
+        )
+    cluster = dataclasses.replace(cluster, certs_versions=certs.versions)
+    warnings = list(certs.warnings)
     for child in build_children(cluster):
         outcome, warning = await apply_child(api, child)
         if outcome != "unchanged":

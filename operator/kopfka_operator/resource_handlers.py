@@ -27,12 +27,14 @@ import os
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import kopf
+from kopfka.security.client import ClientSecurity
 
 from . import GROUP, VERSION
 from .kafka_pool import Batcher, ClusterAdmin, ClusterKey, ClusterPool, ClusterUnavailable
+from .kube import KubeApi
 from .naming import LABEL_CLUSTER
 from .quotas import (
     KAFKA_KEY,
@@ -44,6 +46,9 @@ from .quotas import (
     values_of,
 )
 from .quotas import reconcile_batch as reconcile_quotas
+from .security.credentials import admin_bootstrap, is_secured
+from .security.users import UserOutcome, UserWork
+from .security.users import reconcile_batch as reconcile_users
 from .status import condition
 from .topics import TopicOutcome, TopicSettings, TopicWork
 from .topics import reconcile_batch as reconcile_topics
@@ -55,9 +60,9 @@ log = logging.getLogger(__name__)
 
 
 def default_bootstrap(cluster: Mapping[str, Any]) -> str | None:
-    """The cluster's bootstrap Service (in-cluster DNS), once its status names it."""
-    value = (cluster.get("status") or {}).get("bootstrapServers")
-    return str(value) if value else None
+    """The cluster's bootstrap Service (in-cluster DNS), once its status names it (the
+    REPLICATION listener of a secured cluster: security/credentials.py)."""
+    return admin_bootstrap(cluster)
 
 
 @dataclass
@@ -78,6 +83,11 @@ class ResourceConfig:
     request_timeout: float = 60.0
     # KafkaCluster body -> bootstrap servers (tests point it at a local broker).
     bootstrap: Callable[[Mapping[str, Any]], str | None] = default_bootstrap
+    # (namespace, KafkaCluster) -> the operator's credentials, asked for secured clusters only.
+    security: Callable[[ClusterKey], Awaitable[ClientSecurity | None]] | None = None
+    # The Kubernetes API (User resources keep passwords and certificates in Secrets); without
+    # it the User handlers are not registered.
+    kube: Callable[[], KubeApi] | None = None
     settings: TopicSettings = field(default_factory=TopicSettings)
 
 
@@ -89,6 +99,7 @@ class _Cluster:
         self.config = config
         self.topics: Batcher[TopicWork, TopicOutcome] = Batcher(self._run_topics, config.gather_seconds)
         self.quotas: Batcher[QuotaWork, QuotaOutcome] = Batcher(self._run_quotas, config.gather_seconds)
+        self.users: Batcher[UserWork, UserOutcome] = Batcher(self._run_users, config.gather_seconds)
 
     async def _run_topics(self, items: Sequence[TopicWork]) -> Sequence[TopicOutcome | BaseException]:
         unique, where = _dedupe(items, lambda w: (w.resource, w.delete))
@@ -102,9 +113,16 @@ class _Cluster:
             results = await reconcile_quotas(kafka, unique)
         return [results[n] for n in where]
 
+    async def _run_users(self, items: Sequence[UserWork]) -> Sequence[UserOutcome | BaseException]:
+        unique, where = _dedupe(items, lambda w: (w.resource, w.delete))
+        async with self.admin.session() as kafka:
+            results = await reconcile_users(kafka, unique)
+        return [results[n] for n in where]
+
     async def close(self) -> None:
         await self.topics.close()
         await self.quotas.close()
+        await self.users.close()
 
 
 def _dedupe(items: Sequence[Any], key: Callable[[Any], Any]) -> tuple[list[Any], list[int]]:
@@ -127,8 +145,13 @@ class Clusters:
         self.pool = ClusterPool(config.connect_timeout, config.request_timeout)
         self.clusters: dict[ClusterKey, _Cluster] = {}
 
-    async def get(self, key: ClusterKey, bootstrap: str) -> _Cluster:
-        admin = await self.pool.admin(key, bootstrap)
+    async def get(self, key: ClusterKey, endpoint: Endpoint) -> _Cluster:
+        security = None
+        if endpoint.secured and self.config.security is not None:
+            security = await self.config.security(key)
+            if security is None:
+                raise ClusterUnavailable("the operator's certificate for this cluster is not there yet")
+        admin = await self.pool.admin(key, endpoint.bootstrap, security)
         cluster = self.clusters.get(key)
         if cluster is None:
             cluster = self.clusters[key] = _Cluster(admin, self.config)
@@ -212,10 +235,17 @@ def _post(body: kopf.Body, events: Sequence[tuple[str, str, str]]) -> None:
         kopf.event(body, type=type_, reason=reason, message=message[:1000])
 
 
+class Endpoint(NamedTuple):
+    """Where a cluster's Kafka API is, and whether the operator needs its credentials there."""
+
+    bootstrap: str
+    secured: bool = False
+
+
 def _cluster_of(
-    body: Mapping[str, Any], endpoints: kopf.Index[ClusterKey, tuple[str | None, bool]]
-) -> tuple[ClusterKey | None, str | None, str, str]:
-    """(cluster key, bootstrap, reason, message): a bootstrap, or why there is none."""
+    body: Mapping[str, Any], endpoints: kopf.Index[ClusterKey, tuple[str | None, bool, bool]]
+) -> tuple[ClusterKey | None, Endpoint | None, str, str]:
+    """(cluster key, endpoint, reason, message): an endpoint, or why there is none."""
     meta = body["metadata"]
     name = (meta.get("labels") or {}).get(LABEL_CLUSTER)
     if not name:
@@ -224,12 +254,12 @@ def _cluster_of(
     found = list(endpoints.get(key, []))
     if not found:
         return key, None, "ClusterNotFound", f"KafkaCluster {key[0]}/{name} does not exist"
-    bootstrap, deleting = found[0]
+    bootstrap, deleting, secured = found[0]
     if deleting:
         return key, None, "ClusterDeleting", f"KafkaCluster {key[0]}/{name} is being deleted"
     if not bootstrap:
         return key, None, "ClusterNotReady", f"KafkaCluster {key[0]}/{name} has no bootstrap address yet"
-    return key, bootstrap, "", ""
+    return key, Endpoint(bootstrap, secured), "", ""
 
 
 def _age(body: Mapping[str, Any]) -> tuple[str, str]:
@@ -272,7 +302,7 @@ def register_topics(registry: kopf.OperatorRegistry, config: ResourceConfig | No
     @kopf.index(GROUP, VERSION, "kafkaclusters", registry=registry, id="kopfka_cluster_endpoints")  # id: the kwarg name
     def kopfka_cluster_endpoints(body: kopf.Body, namespace: str | None, name: str, **_: Any) -> dict[Any, Any]:
         deleting = bool(body.metadata.get("deletionTimestamp"))
-        return {(namespace, name): (cfg.bootstrap(body), deleting)}
+        return {(namespace, name): (cfg.bootstrap(body), deleting, is_secured(body))}
 
     @kopf.index(GROUP, VERSION, "topics", registry=registry, id="kopfka_topic_claims")  # id: the kwarg name
     def kopfka_topic_claims(body: kopf.Body, namespace: str | None, **_: Any) -> dict[Any, Any]:
@@ -295,7 +325,7 @@ def register_topics(registry: kopf.OperatorRegistry, config: ResourceConfig | No
 
     backoff: dict[str, tuple[float, float]] = {}  # uid -> (next attempt, delay after it)
 
-    def reconcile_on_change_and_resync(plural: str, claims: str, apply: Callable[..., Awaitable[None]]) -> None:
+    def reconcile_on_change_and_resync(plural: str, claims: str | None, apply: Callable[..., Awaitable[None]]) -> None:
         """One kind's handlers: create, update and resume (after an operator restart); the
         periodic resync, which puts drift back; and the retry timer, which runs only while the
         status says Retrying or WaitingForCluster, with exponential backoff. A failure never
@@ -303,10 +333,10 @@ def register_topics(registry: kopf.OperatorRegistry, config: ResourceConfig | No
 
         async def changed(body: kopf.Body, patch: kopf.Patch, **kw: Any) -> None:
             backoff.pop(body.metadata.uid or "", None)
-            await apply(body, patch, kw["kopfka_cluster_endpoints"], kw[claims])
+            await apply(body, patch, kw["kopfka_cluster_endpoints"], kw[claims] if claims else None)
 
         async def resync(body: kopf.Body, patch: kopf.Patch, **kw: Any) -> None:
-            await _quietly(apply(body, patch, kw["kopfka_cluster_endpoints"], kw[claims]))
+            await _quietly(apply(body, patch, kw["kopfka_cluster_endpoints"], kw[claims] if claims else None))
 
         async def retry(body: kopf.Body, patch: kopf.Patch, **kw: Any) -> None:
             uid, now = body.metadata.uid or "", time.monotonic()
@@ -314,7 +344,7 @@ def register_topics(registry: kopf.OperatorRegistry, config: ResourceConfig | No
             if now < due:
                 return
             backoff[uid] = (now + delay, min(2 * delay, cfg.retry_max_seconds))
-            await _quietly(apply(body, patch, kw["kopfka_cluster_endpoints"], kw[claims]))
+            await _quietly(apply(body, patch, kw["kopfka_cluster_endpoints"], kw[claims] if claims else None))
             if not _retrying(patch.status.get("conditions") or body.get("status", {}).get("conditions")):
                 backoff.pop(uid, None)
 
@@ -338,7 +368,7 @@ def register_topics(registry: kopf.OperatorRegistry, config: ResourceConfig | No
 
     def waiting_for_cluster(
         body: kopf.Body, patch: kopf.Patch, endpoints: kopf.Index[Any, Any]
-    ) -> tuple[ClusterKey | None, str | None]:
+    ) -> tuple[ClusterKey | None, Endpoint | None]:
         """The resource's cluster and its bootstrap address; else the status says why (and the
         retry timer looks again, unless there is no label: nothing to wait for until it changes)."""
         key, bootstrap, why, message = _cluster_of(body, endpoints)
@@ -368,9 +398,9 @@ def register_topics(registry: kopf.OperatorRegistry, config: ResourceConfig | No
             msg = f"topic {name} of cluster {key[1]} is managed by Topic {key[0]}/{owner[1]}"
             _write_status(body, patch, {"conditions": _conditions(body, False, "TopicConflict", msg)})
             return
-        cluster = await clusters.get(key, bootstrap)
         work = topic_work(body)
         try:
+            cluster = await clusters.get(key, bootstrap)
             for _round in range(3):
                 outcome = await cluster.topics.submit(work)
                 if not outcome.requeue:
@@ -510,6 +540,11 @@ def register_topics(registry: kopf.OperatorRegistry, config: ResourceConfig | No
         _post(body, events)
 
     reconcile_on_change_and_resync("quotas", "kopfka_quota_claims", apply_quota)
+
+    if cfg.kube is not None:
+        from .security.user_handlers import register_users  # it builds on this module's helpers
+
+        register_users(registry, cfg, clusters, reconcile_on_change_and_resync, waiting_for_cluster)
 
     @kopf.on.delete(GROUP, VERSION, "quotas", registry=registry)
     async def quota_deleted(

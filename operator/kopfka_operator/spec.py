@@ -91,11 +91,50 @@ class Pool:
         return self.role in ("broker", "combined")
 
 
+# spec.listeners[].authentication.type -> the SASL mechanism it enables (tls: a client certificate)
+AUTHENTICATION_TYPES = {
+    "scram-sha-512": "SCRAM-SHA-512",
+    "scram-sha-256": "SCRAM-SHA-256",
+    "plain": "PLAIN",
+    "tls": None,
+}
+
+
 @dataclass(frozen=True)
 class Listener:
     name: str
     port: int
-    protocol: str = "PLAINTEXT"
+    protocol: str = "PLAINTEXT"  # derived from tls and authentication
+    tls: bool = False
+    authentication: str | None = None  # a key of AUTHENTICATION_TYPES
+
+    @property
+    def mechanism(self) -> str | None:
+        """The SASL mechanism clients use on this listener (None: no SASL)."""
+        return AUTHENTICATION_TYPES[self.authentication] if self.authentication else None
+
+
+def listener_protocol(tls: bool, authentication: str | None) -> str:
+    sasl = authentication is not None and authentication != "tls"
+    if tls:
+        return "SASL_SSL" if sasl else "SSL"
+    return "SASL_PLAINTEXT" if sasl else "PLAINTEXT"
+
+
+@dataclass(frozen=True)
+class CertificateAuthority:
+    """spec.clusterCa / spec.clientsCa. With generate=False the user provides the CA Secret."""
+
+    generate: bool = True
+    validity_days: int = 365
+    renewal_days: int = 30
+
+
+@dataclass(frozen=True)
+class Authorization:
+    """spec.authorization (type simple: Kafka's StandardAuthorizer)."""
+
+    super_users: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -123,6 +162,21 @@ class ClusterSpec:
     rack_topology_key: str | None = None
     pod_template: PodTemplate = field(default_factory=PodTemplate)
     metadata_version: str | None = None  # a release ("4.3"), as kafka-storage --release-version
+    authorization: Authorization | None = None
+    cluster_ca: CertificateAuthority = field(default_factory=CertificateAuthority)
+    clients_ca: CertificateAuthority = field(default_factory=CertificateAuthority)
+
+    @property
+    def secured(self) -> bool:
+        """TLS or authentication on a client listener, or authorization: then the operator's
+        own listeners (REPLICATION, CONTROLLER) are mutual TLS with the cluster CA too, and the
+        operator connects as a super user with its own certificate."""
+        return self.authorization is not None or any(lst.tls or lst.authentication for lst in self.listeners)
+
+    @property
+    def clients_ca_used(self) -> bool:
+        """Whether a listener takes client certificates (the clients CA signs them)."""
+        return any(lst.authentication == "tls" for lst in self.listeners)
 
     @property
     def mode(self) -> str:
@@ -210,15 +264,102 @@ def _listeners(raw: list[Any] | None) -> tuple[Listener, ...]:
             raise SpecError("InvalidSpec", f"{where}.name must be 1-15 upper case letters, digits or single _")
         if port is None or port in RESERVED_PORTS:
             raise SpecError("InvalidSpec", f"{where}.port must be set and not one of {sorted(RESERVED_PORTS)}")
-        protocol = _get(item, "protocol", str, where, "PLAINTEXT")
-        if protocol != "PLAINTEXT":
-            raise SpecError("InvalidSpec", f"{where}.protocol {protocol} is not supported yet")
-        listeners.append(Listener(name, _ranged(port, 1024, 65535, f"{where}.port"), protocol))
+        legacy = _get(item, "protocol", str, where, "PLAINTEXT")
+        if legacy != "PLAINTEXT":
+            raise SpecError("InvalidSpec", f"{where}.protocol {legacy}: set tls and authentication instead")
+        tls = bool(_get(item, "tls", bool, where, False))
+        auth = _get(_get(item, "authentication", Mapping, where) or {}, "type", str, f"{where}.authentication")
+        if auth is not None and auth not in AUTHENTICATION_TYPES:
+            raise SpecError(
+                "InvalidSpec", f"{where}.authentication.type must be one of {', '.join(AUTHENTICATION_TYPES)}"
+            )
+        if auth == "tls" and not tls:
+            raise SpecError("InvalidSpec", f"{where}: authentication type tls needs tls: true")
+        listeners.append(
+            Listener(name, _ranged(port, 1024, 65535, f"{where}.port"), listener_protocol(tls, auth), tls, auth)
+        )
     for attr in ("name", "port"):
         values = [getattr(lst, attr) for lst in listeners]
         if len(set(values)) != len(values):
             raise SpecError("InvalidSpec", f"spec.listeners: duplicate {attr}s")
     return tuple(listeners)
+
+
+# Security keys the operator writes when the cluster is secured (spec.listeners tls or
+# authentication, spec.authorization); refused in spec.config then. Listener-prefixed forms of
+# the operator's own listeners are refused by prefix.
+SECURITY_CONFIG_KEYS = frozenset(
+    {
+        "ssl.keystore.type",
+        "ssl.keystore.location",
+        "ssl.keystore.password",
+        "ssl.keystore.key",
+        "ssl.keystore.certificate.chain",
+        "ssl.key.password",
+        "ssl.truststore.type",
+        "ssl.truststore.location",
+        "ssl.truststore.password",
+        "ssl.truststore.certificates",
+        "ssl.client.auth",
+        "sasl.enabled.mechanisms",
+        "ssl.principal.mapping.rules",
+    }
+)
+AUTHORIZATION_CONFIG_KEYS = frozenset({"authorizer.class.name", "super.users"})
+
+
+def _check_security_config(config: Mapping[str, str], listeners: tuple[Listener, ...], secured: bool) -> None:
+    for key in sorted(config):
+        if key in AUTHORIZATION_CONFIG_KEYS:
+            raise SpecError(
+                "OperatorOwnedConfigKey", f"spec.config.{key} is set by the operator: use spec.authorization"
+            )
+        if not secured:
+            continue
+        listener, _, suffix = key.removeprefix("listener.name.").partition(".")
+        prefixed = key.startswith("listener.name.")
+        if (
+            key in SECURITY_CONFIG_KEYS
+            or (prefixed and listener in ("replication", "controller"))
+            or (prefixed and suffix in SECURITY_CONFIG_KEYS)
+        ):
+            raise SpecError(
+                "OperatorOwnedConfigKey",
+                f"spec.config.{key} is set by the operator for a secured cluster: use "
+                "spec.listeners[].tls and .authentication",
+            )
+    for lst in listeners:
+        jaas = f"listener.name.{lst.name.lower()}.plain.sasl.jaas.config"
+        if lst.authentication == "plain" and jaas not in config:
+            raise SpecError(
+                "InvalidSpec",
+                f"listener {lst.name} authenticates with PLAIN: its users come from spec.config.{jaas} "
+                '(PlainLoginModule required user_<name>="<password>" ...); SCRAM users are managed with '
+                "User resources",
+            )
+
+
+def _certificate_authority(raw: Mapping[str, Any] | None, path: str) -> CertificateAuthority:
+    raw = raw or {}
+    ca = CertificateAuthority(
+        generate=bool(_get(raw, "generateCertificateAuthority", bool, path, True)),
+        validity_days=_ranged(_get(raw, "validityDays", int, path, 365), 1, 36500, f"{path}.validityDays"),
+        renewal_days=_ranged(_get(raw, "renewalDays", int, path, 30), 1, 36500, f"{path}.renewalDays"),
+    )
+    if ca.renewal_days >= ca.validity_days:
+        raise SpecError("InvalidSpec", f"{path}.renewalDays must be less than validityDays")
+    return ca
+
+
+def _authorization(raw: Mapping[str, Any] | None) -> Authorization | None:
+    if raw is None:
+        return None
+    if _get(raw, "type", str, "spec.authorization", "simple") != "simple":
+        raise SpecError("InvalidSpec", "spec.authorization.type must be simple")
+    users = _get(raw, "superUsers", list, "spec.authorization") or []
+    if not all(isinstance(u, str) and u and ";" not in u for u in users):
+        raise SpecError("InvalidSpec", "spec.authorization.superUsers must be non-empty names without ';'")
+    return Authorization(tuple(users))
 
 
 def parse_config(raw: Mapping[str, Any] | None) -> dict[str, str]:
@@ -285,12 +426,20 @@ def parse_spec(spec: Mapping[str, Any], default_image: str | None = None) -> Clu
         controllers = _pool(raw_controllers, "controller", "spec.controllers", MAX_CONTROLLERS, 1)
     rack = _get(raw_brokers, "rack", Mapping, "spec.brokers")
     pull_secrets = _get(spec, "imagePullSecrets", list, "spec") or []
+    listeners = _listeners(_get(spec, "listeners", list, "spec"))
+    config = parse_config(_get(spec, "config", Mapping, "spec"))
+    authorization = _authorization(_get(spec, "authorization", Mapping, "spec"))
+    secured = authorization is not None or any(lst.tls or lst.authentication for lst in listeners)
+    _check_security_config(config, listeners, secured)
     return ClusterSpec(
         image=image,
         brokers=brokers,
         controllers=controllers,
-        listeners=_listeners(_get(spec, "listeners", list, "spec")),
-        config=parse_config(_get(spec, "config", Mapping, "spec")),
+        listeners=listeners,
+        config=config,
+        authorization=authorization,
+        cluster_ca=_certificate_authority(_get(spec, "clusterCa", Mapping, "spec"), "spec.clusterCa"),
+        clients_ca=_certificate_authority(_get(spec, "clientsCa", Mapping, "spec"), "spec.clientsCa"),
         image_pull_policy=_get(spec, "imagePullPolicy", str, "spec", "IfNotPresent"),
         image_pull_secrets=tuple(str(s.get("name")) for s in pull_secrets if isinstance(s, Mapping)),
         metrics_enabled=bool(_get(_get(spec, "metrics", Mapping, "spec") or {}, "enabled", bool, "spec.metrics", True)),

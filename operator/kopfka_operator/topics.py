@@ -23,7 +23,7 @@ from kopfka import uuids
 from kopfka.client.admin import Admin, AdminError, CreatedTopic, NewTopic, Reassignment, TopicInfo
 from kopfka.protocol.errors import ErrorCode
 
-from .kafka_pool import reason_of
+from .kafka_pool import Outcome, reason_of
 
 TOPIC, BROKER = 2, 4  # config resource types
 SET, DELETE = 0, 1  # IncrementalAlterConfigs operations
@@ -70,16 +70,9 @@ class TopicWork:
 
 
 @dataclass
-class TopicOutcome:
+class TopicOutcome(Outcome):
     status: dict[str, Any] = field(default_factory=dict)  # status fields besides conditions
-    ready: bool = True
-    reason: str = "Reconciled"
-    message: str = ""
-    refused: bool = False  # the spec asks for what Kafka refuses: no retry until it changes
-    retry_after: float | None = None  # a transient Kafka error: retry after this long
     requeue: bool = False  # one more round right away (new partitions exist: now the replicas)
-    drift: list[str] = field(default_factory=list)
-    events: list[tuple[str, str, str]] = field(default_factory=list)  # (type, reason, message)
     progress: str = ""  # Reconciling=True message while a reassignment runs
 
 

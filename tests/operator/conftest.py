@@ -16,7 +16,7 @@ from operator_testlib import Emulator, load_crd, to_jsonschema
 def crd_schemas() -> dict[str, Any]:
     """Kind -> JSON Schema of the whole object."""
     result = {}
-    for plural in ("kafkaclusters", "topics", "quotas"):
+    for plural in ("kafkaclusters", "topics", "quotas", "users"):
         crd = load_crd(plural)
         version = crd["spec"]["versions"][0]
         result[crd["spec"]["names"]["kind"]] = to_jsonschema(version["schema"]["openAPIV3Schema"])
@@ -31,6 +31,7 @@ async def k8s() -> AsyncIterator[Emulator]:
             ("kafkaclusters", "KafkaCluster"),
             ("topics", "Topic"),
             ("quotas", "Quota"),
+            ("users", "User"),
         ):
             emulator.resources[f"{GROUP}/{VERSION}/{plural}"] = kmock.ResourceInfo(
                 kind=kind,

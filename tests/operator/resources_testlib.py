@@ -10,9 +10,11 @@ from typing import Any
 
 import kopf
 from kopfka.client.admin import Admin
+from kopfka.security.client import ClientSecurity
 from kopfka_operator.handlers import configure_settings
 from kopfka_operator.kube import KubeApi
 from kopfka_operator.resource_handlers import ResourceConfig, register_topics
+from kopfka_operator.security.credentials import OperatorCredentials
 from operator_testlib import running_kopf
 
 NS = "kafka"
@@ -21,12 +23,32 @@ DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG = 1, 2
 
 
 @contextlib.asynccontextmanager
-async def running_operator(server_url: str, config: ResourceConfig) -> AsyncIterator[None]:
+async def running_operator(server_url: str, config: ResourceConfig, credentials: bool = False) -> AsyncIterator[None]:
+    """Topic, Quota and User handlers with an API client of their own (made in kopf's loop);
+    `credentials`: the operator's certificate from its Secret for secured clusters."""
     registry = kopf.OperatorRegistry()
+    kube: dict[str, KubeApi] = {}
+
+    def api() -> KubeApi:
+        return kube.setdefault("api", KubeApi(kopf.ConnectionInfo(server=server_url)))
+
+    config.kube = config.kube or api
+    if credentials:
+        cache = OperatorCredentials()
+
+        async def security(key: tuple[str, str]) -> ClientSecurity | None:
+            return await cache.get(api(), *key)
+
+        config.security = security
 
     @kopf.on.login(registry=registry)
     async def login(**_: Any) -> kopf.ConnectionInfo:
         return kopf.ConnectionInfo(server=server_url)
+
+    @kopf.on.cleanup(registry=registry)
+    async def close(**_: Any) -> None:
+        if "api" in kube:
+            await kube["api"].close()
 
     register_topics(registry, config)
     settings = kopf.OperatorSettings()

@@ -94,7 +94,7 @@ def test_helm_template_validates(helm: pathlib.Path, values: list[str], expect: 
             kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
     for kind, namespaces in expect.items():
         assert by_kind[kind] == namespaces
-    assert len([d for d in docs if d["kind"] == "CustomResourceDefinition"]) == 3
+    assert len([d for d in docs if d["kind"] == "CustomResourceDefinition"]) == 4
     (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     if "watch.clusterWide=true" in values:
@@ -121,7 +121,11 @@ def test_rbac_is_least_privilege(helm: pathlib.Path) -> None:
     (role,) = [d for d in yaml.safe_load_all(out) if d and d["kind"] == "Role"]
     for rule in role["rules"]:
         assert "*" not in rule["verbs"] and "*" not in rule["resources"]
-        assert not {"secrets", "nodes"} & set(rule["resources"])
+        assert "nodes" not in rule["resources"]
+        if "secrets" in rule["resources"]:
+            # CAs, certificates, Users' passwords: each read by its name, never listed or watched
+            assert rule["resources"] == ["secrets"] and set(rule["verbs"]) <= {"get", "create", "patch", "delete"}
         assert "deletecollection" not in rule["verbs"]
-        if "delete" in rule["verbs"]:  # claims of deleteClaim volumes, rolled pods, old config revisions
-            assert rule["resources"] in (["persistentvolumeclaims"], ["pods"], ["configmaps"])
+        if "delete" in rule["verbs"]:  # claims of deleteClaim volumes, rolled pods, old config revisions,
+            # the Secret of a User that no longer authenticates
+            assert rule["resources"] in (["persistentvolumeclaims"], ["pods"], ["configmaps"], ["secrets"])

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import secrets
 
-from kopfka.client.admin import Admin, AdminError, _check
+from kopfka.client.admin import Admin, AdminError, _check, _error
 from kopfka.protocol.errors import ErrorCode
 from kopfka.security import scram
 
@@ -18,6 +18,18 @@ async def alter_user_scram_credentials(
     upsert: list[tuple[str, str, str, int]] | None = None,  # (user, mechanism, password, iterations)
     delete: list[tuple[str, str]] | None = None,  # (user, mechanism)
 ) -> None:
+    for error in (await alter_user_scram_credentials_each(admin, upsert, delete)).values():
+        if error is not None:
+            raise error
+
+
+async def alter_user_scram_credentials_each(
+    admin: Admin,
+    upsert: list[tuple[str, str, str, int]] | None = None,
+    delete: list[tuple[str, str]] | None = None,
+) -> dict[str, AdminError | None]:
+    """One AlterUserScramCredentials request; each user's own outcome (a user may be named once
+    per request, as Kafka's controller requires)."""
     upsertions = []
     for user, mech, password, iterations in upsert or []:
         salt = secrets.token_bytes(32)
@@ -31,9 +43,13 @@ async def alter_user_scram_credentials(
             }
         )
     deletions = [{"name": u, "mechanism": scram.MECHANISMS[m.upper()][0]} for u, m in delete or []]
+    if not upsertions and not deletions:
+        return {}
     resp = await admin.conn.request(51, 0, {"deletions": deletions, "upsertions": upsertions})
-    for r in resp.results:
-        _check(r.error_code, f"user {r.user}: {r.error_message}" if r.error_message else f"user {r.user}")
+    return {
+        r.user: _error(r.error_code, f"user {r.user}: {r.error_message}" if r.error_message else f"user {r.user}")
+        for r in resp.results
+    }
 
 
 async def describe_user_scram_credentials(

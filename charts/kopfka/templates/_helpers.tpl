@@ -39,11 +39,15 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{/* Least privilege: what the operator reads and writes, nothing more. */}}
 {{- define "kopfka.rules" -}}
 - apiGroups: ["kopfka.io"]
-  resources: ["kafkaclusters", "topics", "quotas"]
+  resources: ["kafkaclusters", "topics", "quotas", "users"]
   verbs: ["get", "list", "watch", "patch"]
 - apiGroups: ["kopfka.io"]
-  resources: ["kafkaclusters/status", "topics/status", "quotas/status"]
+  resources: ["kafkaclusters/status", "topics/status", "quotas/status", "users/status"]
   verbs: ["get", "patch"]
+# secrets: the CAs, the nodes' and the operator's certificates, Users' passwords and certificates
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get", "create", "patch", "delete"]
 - apiGroups: [""]
   resources: ["services", "serviceaccounts"]
   verbs: ["get", "create", "patch"]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from .. import API_VERSION
@@ -23,6 +24,9 @@ class Cluster:
     initial_controllers: str
     spec: ClusterSpec
     quorum_formed: bool = False
+    # Role -> version of its certificates Secret (security/certificates.py): on the pod
+    # template, so certificates issued again roll the pods.
+    certs_versions: Mapping[str, str] = field(default_factory=dict)
 
 
 def owner_reference(cluster: Cluster) -> dict[str, Any]:

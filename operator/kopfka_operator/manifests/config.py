@@ -25,9 +25,8 @@ from ..naming import (
 )
 from ..spec import Pool
 from .common import Cluster, Manifest, metadata
+from .security import CONTROLLER_LISTENER, REPLICATION_LISTENER, internal_protocol, security_properties
 
-CONTROLLER_LISTENER = "CONTROLLER"
-REPLICATION_LISTENER = "REPLICATION"
 CLUSTER_ID_KEY = "cluster.id"
 INITIAL_CONTROLLERS_KEY = "initial.controllers"
 RELEASE_VERSION_KEY = "release.version"
@@ -64,6 +63,7 @@ def advertised_listeners_template(cluster: Cluster, pool: Pool) -> str:
 def server_properties(cluster: Cluster, pool: Pool, *, static_only: bool = False) -> str:
     ports = listener_ports(cluster, pool)
     protocols = {lst.name: lst.protocol for lst in cluster.spec.listeners}
+    protocols[REPLICATION_LISTENER] = protocols[CONTROLLER_LISTENER] = internal_protocol(cluster)
     owned: dict[str, str] = {
         "process.roles": "broker,controller" if pool.role == "combined" else pool.role,
         "listeners": ",".join(f"{name}://:{port}" for name, port in ports.items()),
@@ -82,6 +82,7 @@ def server_properties(cluster: Cluster, pool: Pool, *, static_only: bool = False
     }
     if pool.is_broker:
         owned["inter.broker.listener.name"] = REPLICATION_LISTENER
+    owned.update(security_properties(cluster, pool))
     lines = [
         f"# Rendered by kopfka-operator for KafkaCluster {cluster.namespace}/{cluster.name} "
         f"({pool.role}); edits are overwritten.",

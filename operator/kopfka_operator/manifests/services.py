@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from ..naming import HTTP_PORT, bootstrap_service_name, pool_name, selector_labels
+from ..naming import HTTP_PORT, REPLICATION_PORT, bootstrap_service_name, pool_name, selector_labels
 from ..spec import ClusterSpec, Pool
 from .common import Cluster, Manifest, metadata
 from .config import listener_ports
+from .security import REPLICATION_LISTENER
 
 
 def _port(name: str, port: int) -> dict[str, object]:
@@ -36,7 +37,12 @@ def headless_service(cluster: Cluster, pool: Pool) -> Manifest:
 
 
 def bootstrap_service(cluster: Cluster) -> Manifest:
+    """The client listeners; for a secured cluster also REPLICATION, where the operator
+    connects with its certificate (mutual TLS: nothing without a cluster-CA certificate gets in)."""
     brokers = cluster.spec.brokers
+    ports = [_port(lst.name, lst.port) for lst in cluster.spec.listeners]
+    if cluster.spec.secured:
+        ports.append(_port(REPLICATION_LISTENER, REPLICATION_PORT))
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -44,7 +50,7 @@ def bootstrap_service(cluster: Cluster) -> Manifest:
         "spec": {
             "type": "ClusterIP",
             "selector": selector_labels(cluster.name, brokers.role),
-            "ports": [_port(lst.name, lst.port) for lst in cluster.spec.listeners],
+            "ports": ports,
         },
     }
 
@@ -53,3 +59,11 @@ def bootstrap_servers(name: str, namespace: str, spec: ClusterSpec) -> str:
     """What clients put in bootstrap.servers (inside the Kubernetes cluster)."""
     host = f"{bootstrap_service_name(name)}.{namespace}.svc"
     return ",".join(f"{host}:{lst.port}" for lst in spec.listeners)
+
+
+def operator_bootstrap(name: str, namespace: str, spec: ClusterSpec) -> str:
+    """Where the operator's admin connections go: the client listeners of an unsecured cluster,
+    the REPLICATION listener (mutual TLS, the operator's certificate) of a secured one."""
+    if spec.secured:
+        return f"{bootstrap_service_name(name)}.{namespace}.svc:{REPLICATION_PORT}"
+    return bootstrap_servers(name, namespace, spec)

@@ -25,6 +25,8 @@ from ..naming import (
     HTTP_PORT,
     LABEL_VOLUME,
     QUORUM_FORMED_KEY,
+    TLS_DIR,
+    certs_secret_name,
     config_map_name,
     data_dir,
     node_id_base,
@@ -45,6 +47,10 @@ from .config import (
     config_revision,
     listener_ports,
 )
+from .security import KEYSTORE_TEMPLATE
+
+CERTS_VERSION_ANNOTATION = "kopfka.io/certs-version"
+SECRET_MODE = 0o440  # key material: owner and group (fsGroup) only
 
 CONTAINER = "kopfka"
 INIT_CONTAINER = "format-storage"
@@ -105,18 +111,21 @@ def serve_script(cluster: Cluster, pool: Pool) -> str:
             f"exec kopfka serve --config {CONFIG_FILE} "
             f'--override "node.id=$node_id" '
             f'--override "advertised.listeners={advertised_listeners_template(cluster, pool)}"'
+            + (f' --override "ssl.keystore.location={KEYSTORE_TEMPLATE}"' if cluster.spec.secured else "")
             + (' "$@"' if rack else "")
             + "\n"
         )
     )
 
 
-def _mounts(pool: Pool) -> list[dict[str, Any]]:
+def _mounts(cluster: Cluster, pool: Pool) -> list[dict[str, Any]]:
     mounts: list[dict[str, Any]] = [
         {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
         {"name": "cluster-info", "mountPath": CLUSTER_INFO_DIR, "readOnly": True},
         {"name": "tmp", "mountPath": "/tmp"},
     ]
+    if cluster.spec.secured:
+        mounts.append({"name": "tls", "mountPath": TLS_DIR, "readOnly": True})
     mounts += [{"name": volume_name(v.id), "mountPath": data_dir(v.id)} for v in pool.volumes]
     return mounts
 
@@ -148,7 +157,7 @@ def _containers(cluster: Cluster, pool: Pool) -> tuple[list[Manifest], list[Mani
             "image": spec.image,
             "imagePullPolicy": spec.image_pull_policy,
             "env": copy.deepcopy(env),
-            "volumeMounts": _mounts(pool),
+            "volumeMounts": _mounts(cluster, pool),
             "securityContext": _security_context(),
         }
 
@@ -217,6 +226,8 @@ def pod_template(cluster: Cluster, pool: Pool) -> Manifest:
     tmpl = spec.pod_template
     annotations = dict(tmpl.annotations)
     annotations["kopfka.io/config-hash"] = config_revision(cluster, pool)
+    if spec.secured:
+        annotations[CERTS_VERSION_ANNOTATION] = cluster.certs_versions.get(pool.role, "")
     if spec.metrics_enabled:
         annotations.update(
             {
@@ -248,6 +259,9 @@ def pod_template(cluster: Cluster, pool: Pool) -> Manifest:
             {"name": "tmp", "emptyDir": {}},
         ],
     }
+    if spec.secured:
+        secret = {"secretName": certs_secret_name(cluster.name, pool.role), "defaultMode": SECRET_MODE}
+        pod["volumes"].append({"name": "tls", "secret": secret})
     if spec.image_pull_secrets:
         pod["imagePullSecrets"] = [{"name": name} for name in spec.image_pull_secrets]
     if tmpl.affinity:

@@ -15,6 +15,7 @@ from typing import Protocol
 
 from kopfka.client.admin import Admin
 from kopfka.protocol.errors import ErrorCode
+from kopfka.security.client import ClientSecurity
 
 from .gates import ClusterSnapshot, PartitionState, QuorumSnapshot, ReplicaProgress
 
@@ -47,9 +48,10 @@ class AdminKafkaView:
     """A KafkaView over one admin connection per call (the bootstrap Service picks a live
     broker each time: the one asked last may be the one being restarted)."""
 
-    def __init__(self, bootstrap: str, timeout: float = 10.0) -> None:
+    def __init__(self, bootstrap: str, timeout: float = 10.0, security: ClientSecurity | None = None) -> None:
         self.bootstrap = bootstrap
         self.timeout = timeout
+        self.security = security  # the operator's credentials for a secured cluster
         self._brokers: dict[int, str] = {}  # node id -> host:port, from the last Metadata
 
     @contextlib.asynccontextmanager
@@ -62,7 +64,7 @@ class AdminKafkaView:
             servers = [addr for node, addr in sorted(self._brokers.items()) if node != avoid] or servers
         for server in servers:
             try:
-                admin = await Admin.connect(server)
+                admin = await Admin.connect(server, self.security)
             except (OSError, TimeoutError) as exc:
                 last = exc
                 continue
