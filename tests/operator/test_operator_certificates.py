@@ -53,8 +53,12 @@ def test_renewal_decisions() -> None:
     assert pki.renewal_reason(leaf.cert, NOW, 30, other.cert) == "signed by another CA"
     assert "subject" in (pki.renewal_reason(leaf.cert, NOW, 30, ca.cert, pki.name("x")) or "")
     assert "alternative names" in (pki.renewal_reason(leaf.cert, NOW, 30, ca.cert, subject, ["a.kafka.svc"]) or "")
-    # never valid beyond its CA; the keystore reads back; a foreign key is refused
-    assert pki.issue(ca, subject, 1000, NOW).cert.not_valid_after_utc == ca.cert.not_valid_after_utc
+    # never valid beyond its CA, and then not renewed for its window (a new one could not live
+    # longer); the keystore reads back; a foreign key is refused
+    capped = pki.issue(ca, subject, 1000, NOW).cert
+    assert capped.not_valid_after_utc == ca.cert.not_valid_after_utc
+    assert pki.renewal_reason(capped, NOW + 340 * DAY, 30, ca.cert) is None
+    assert "expired" in (pki.renewal_reason(capped, NOW + 366 * DAY, 30, ca.cert) or "")
     assert pki.load_keystore(leaf.keystore_pem()).cert == leaf.cert
     with pytest.raises(ValueError, match="does not belong"):
         pki.load(leaf.cert_pem(), other.key_pem())
@@ -162,17 +166,46 @@ async def test_certificates_issued_kept_and_renewed(k8s: Emulator, api: KubeApi)
     certs3 = await secret_data(api, "demo-combined-certs")
     assert certs3["demo-combined-1.pem"] == certs["demo-combined-1.pem"] and "demo-combined-2.pem" in certs3
 
-    # in the renewal window (365-day certificates, 30 days): all issued again, a new version
-    later = NOW + 340 * DAY
-    renewed = await certificates.ensure_certificates(api, cluster, {"combined": 3}, later)
+    # 340 days on, the certificates already live as long as their CA (they are capped at its
+    # expiry): issuing them again would gain nothing; the CA's renewal is due and reported
+    writes = len(k8s.writes)
+    later = await certificates.ensure_certificates(api, cluster, {"combined": 3}, NOW + 340 * DAY)
+    assert later.versions == first.versions and not later.renewed and len(k8s.writes) == writes
+    assert [r for r, _ in later.warnings] == ["CaRenewalDue", "CaRenewalDue"]
+
+
+async def test_certificates_renewed_in_their_window_and_on_request(api: KubeApi) -> None:
+    """With a CA that outlives them (here a 10-year CA the user brought), 365-day certificates
+    are issued again 30 days before they expire, all of a pool at once (one roll); and at once
+    when the pool's Secret is annotated kopfka.io/force-renew=true."""
+    own = pki.new_ca("my-own-ca", 3650, NOW)
+    await api.create(NS, _secret("demo-cluster-ca", {"ca.crt": own.cert_pem(), "ca.key": own.key_pem()}))
+    cluster = secured_cluster()
+    first = await certificates.ensure_certificates(api, cluster, {"combined": 2}, NOW)
+    certs = await secret_data(api, "demo-combined-certs")
+    operator_cert = (await secret_data(api, "demo-operator-certs"))["tls.crt"]
+    assert not (await certificates.ensure_certificates(api, cluster, {"combined": 2}, NOW + 334 * DAY)).renewed
+
+    renewed = await certificates.ensure_certificates(api, cluster, {"combined": 2}, NOW + 336 * DAY)
     assert renewed.versions != first.versions and "renewal window" in renewed.renewed["combined"]
-    certs4 = await secret_data(api, "demo-combined-certs")
-    assert all(certs4[f"demo-combined-{i}.pem"] != certs3[f"demo-combined-{i}.pem"] for i in range(3))
-    assert pki.load_keystore(certs4["demo-combined-0.pem"]).cert.not_valid_after_utc == ca.cert.not_valid_after_utc
-    # the CA itself is then due too: reported, not (yet) renewed
-    assert [r for r, _ in renewed.warnings] == ["CaRenewalDue", "CaRenewalDue"]
-    new_operator = x509.load_pem_x509_certificate((await secret_data(api, "demo-operator-certs"))["tls.crt"])
-    assert new_operator.serial_number != operator_cert.serial_number
+    certs2 = await secret_data(api, "demo-combined-certs")
+    assert all(certs2[f"demo-combined-{i}.pem"] != certs[f"demo-combined-{i}.pem"] for i in range(2))
+    assert (await secret_data(api, "demo-operator-certs"))["tls.crt"] != operator_cert
+    assert not [w for w in renewed.warnings if "cluster CA" in w[1]]  # it has years left
+
+    await api.patch(
+        "Secret", NS, "demo-combined-certs", {"metadata": {"annotations": {"kopfka.io/force-renew": "true"}}}
+    )
+    forced = await certificates.ensure_certificates(api, cluster, {"combined": 2}, NOW + 337 * DAY)
+    assert "force-renew" in forced.renewed["combined"] and forced.versions != renewed.versions
+    secret = await api.get("Secret", NS, "demo-combined-certs")
+    assert "kopfka.io/force-renew" not in secret["metadata"]["annotations"]
+    assert secret["metadata"]["annotations"][certificates.GENERATION_ANNOTATION] == "2"
+
+
+def _secret(name: str, data: dict[str, bytes]) -> dict[str, Any]:
+    encoded = {k: base64.b64encode(v).decode() for k, v in data.items()}
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": NS}, "data": encoded}
 
 
 async def test_user_provided_ca(api: KubeApi) -> None:
@@ -181,18 +214,7 @@ async def test_user_provided_ca(api: KubeApi) -> None:
         await certificates.ensure_certificates(api, cluster, {"combined": 1}, NOW)
     assert err.value.reason == "CaMissing"
     own = pki.new_ca("my-own-ca", 3650, NOW)
-    await api.create(
-        NS,
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": "demo-cluster-ca", "namespace": NS},
-            "data": {
-                "ca.crt": base64.b64encode(own.cert_pem()).decode(),
-                "ca.key": base64.b64encode(own.key_pem()).decode(),
-            },
-        },
-    )
+    await api.create(NS, _secret("demo-cluster-ca", {"ca.crt": own.cert_pem(), "ca.key": own.key_pem()}))
     await certificates.ensure_certificates(api, cluster, {"combined": 1}, NOW)
     keystore = (await secret_data(api, "demo-combined-certs"))["demo-combined-0.pem"]
     pki.load_keystore(keystore).cert.verify_directly_issued_by(own.cert)

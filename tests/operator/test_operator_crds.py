@@ -10,6 +10,7 @@ import jsonschema
 import kopfka_operator.crds as crds
 import pytest
 import yaml
+from kopfka_operator.security.users import desired_acls, mechanism_of
 from kopfka_operator.spec import parse_spec
 from operator_testlib import CRD_DIR, REPO, load_crd
 
@@ -88,7 +89,7 @@ def test_kafkacluster_crd_shape() -> None:
 
 @pytest.mark.parametrize(
     "path",
-    [*example_files("kafkacluster"), *example_files("topic"), *example_files("quota")],
+    [*example_files("kafkacluster"), *example_files("topic"), *example_files("quota"), *example_files("user")],
     ids=lambda p: p.name,
 )
 def test_examples_are_valid(crd_schemas: dict[str, Any], path: pathlib.Path) -> None:
@@ -96,10 +97,13 @@ def test_examples_are_valid(crd_schemas: dict[str, Any], path: pathlib.Path) -> 
         validate(crd_schemas, obj)
         if obj["kind"] == "KafkaCluster":
             parse_spec(obj["spec"], default_image="kopfka:dev")
+        if obj["kind"] == "User":
+            mechanism_of(obj["spec"])
+            desired_acls(obj["spec"], f"User:{obj['metadata']['name']}")
 
 
 def test_every_kind_has_examples() -> None:
-    for prefix in ("kafkacluster", "topic", "quota"):
+    for prefix in ("kafkacluster", "topic", "quota", "user"):
         assert example_files(prefix), f"no examples/{prefix}-*.yaml"
 
 
@@ -206,5 +210,31 @@ def test_bad_topics_are_rejected(crd_schemas: dict[str, Any], spec: dict[str, An
 def test_bad_quotas_are_rejected(crd_schemas: dict[str, Any], mutate: Any) -> None:
     obj = yaml.safe_load((EXAMPLES / "quota-user-producer.yaml").read_text())
     mutate(obj["spec"])
+    with pytest.raises(jsonschema.ValidationError):
+        validate(crd_schemas, obj)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"authentication": {"type": "kerberos"}},
+        {
+            "authorization": {
+                "type": "simple",
+                "acls": [{"resource": {"type": "topic", "name": "t"}, "operations": ["Reed"]}],
+            }
+        },
+        {
+            "authorization": {
+                "type": "simple",
+                "acls": [{"resource": {"type": "table", "name": "t"}, "operations": ["Read"]}],
+            }
+        },
+        {"authorization": {"type": "simple", "acls": [{"resource": {"type": "topic", "name": "t"}, "operations": []}]}},
+    ],
+    ids=["authentication", "operation", "resource-type", "no-operations"],
+)
+def test_bad_users_are_rejected(crd_schemas: dict[str, Any], spec: dict[str, Any]) -> None:
+    obj = {"apiVersion": "kopfka.io/v1alpha1", "kind": "User", "metadata": {"name": "u"}, "spec": spec}
     with pytest.raises(jsonschema.ValidationError):
         validate(crd_schemas, obj)

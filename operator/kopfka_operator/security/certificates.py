@@ -47,6 +47,8 @@ CA_CERT, CA_KEY = "ca.crt", "ca.key"
 CLIENTS_CA_CERT = "clients-ca.crt"
 TLS_CERT, TLS_KEY = "tls.crt", "tls.key"
 GENERATION_ANNOTATION = "kopfka.io/certs-generation"
+# On a pool's certificates Secret: issue them all again now (then removed by the operator).
+FORCE_RENEW_ANNOTATION = "kopfka.io/force-renew"
 CLUSTER_DOMAIN = "cluster.local"
 
 log = logging.getLogger(__name__)
@@ -70,7 +72,7 @@ def decode(secret: Mapping[str, Any] | None) -> dict[str, bytes]:
 
 
 def secret_manifest(
-    cluster: Cluster, name: str, data: Mapping[str, bytes], annotations: Mapping[str, str] | None = None
+    cluster: Cluster, name: str, data: Mapping[str, bytes], annotations: Mapping[str, str | None] | None = None
 ) -> Manifest:
     meta = metadata(cluster, name)
     if annotations:
@@ -89,10 +91,11 @@ async def write_secret(api: KubeApi, body: Manifest, existing: Mapping[str, Any]
     annotations at least those); returns the object as stored. A conflict with a concurrent
     writer raises ApiError (409): the caller's handler retries on fresh state."""
     meta = body["metadata"]
+    annotations = meta.get("annotations") or {}  # a None value removes the annotation
     if existing is None:
-        return await api.create(meta["namespace"], body)
+        kept = {k: v for k, v in annotations.items() if v is not None}
+        return await api.create(meta["namespace"], {**body, "metadata": {**meta, "annotations": kept}})
     old = existing.get("data") or {}
-    annotations = meta.get("annotations") or {}
     old_annotations = (existing.get("metadata") or {}).get("annotations") or {}
     if old == body["data"] and all(old_annotations.get(k) == v for k, v in annotations.items()):
         return existing
@@ -214,8 +217,11 @@ async def ensure_pool_certs(
     name = certs_secret_name(cluster.name, pool.role)
     existing = await api.get("Secret", cluster.namespace, name)
     data = decode(existing)
-    generation = int(((existing or {}).get("metadata") or {}).get("annotations", {}).get(GENERATION_ANNOTATION) or 0)
+    annotations = ((existing or {}).get("metadata") or {}).get("annotations") or {}
+    generation = int(annotations.get(GENERATION_ANNOTATION) or 0)
     missing, renew = plan_renewal(data, cluster, pool, count, ca, now)
+    if annotations.get(FORCE_RENEW_ANNOTATION) == "true":
+        renew = f"requested with the annotation {FORCE_RENEW_ANNOTATION}=true"
     prefix = pool_name(cluster.name, pool.role)
     wanted = {f"{prefix}-{i}.pem": data.get(f"{prefix}-{i}.pem", b"") for i in range(count)}
     todo = list(range(count)) if renew else missing
@@ -228,7 +234,10 @@ async def ensure_pool_certs(
         wanted[f"{prefix}-{ordinal}.pem"] = pair.keystore_pem()
     wanted[CA_CERT] = ca.cert_pem()
     wanted[CLIENTS_CA_CERT] = clients_ca.cert_pem()
-    body = secret_manifest(cluster, name, wanted, {GENERATION_ANNOTATION: str(generation)})
+    marks: dict[str, str | None] = {GENERATION_ANNOTATION: str(generation)}
+    if FORCE_RENEW_ANNOTATION in annotations:
+        marks[FORCE_RENEW_ANNOTATION] = None
+    body = secret_manifest(cluster, name, wanted, marks)
     await write_secret(api, body, existing)
     return PoolCertificates(certs_version(generation, wanted), [f"{prefix}-{i}" for i in todo], renew)
 

@@ -24,6 +24,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 ORGANIZATION = "kopfka.io"
 # Backdating absorbs clock skew between the operator and the nodes checking the certificate.
 BACKDATE = datetime.timedelta(minutes=5)
+# A certificate expiring this close to its CA lives as long as it can.
+CAP_SLACK = datetime.timedelta(hours=1)
 
 
 @dataclass(frozen=True)
@@ -169,11 +171,15 @@ def renewal_reason(
     hosts: Iterable[str] | None = None,
 ) -> str | None:
     """Why `cert` must be issued again, or None: it expires within `renewal_days` (or has),
-    another CA signs now, or its subject or names are no longer the ones wanted."""
+    another CA signs now, or its subject or names are no longer the ones wanted. A certificate
+    that already lives as long as its `issuer` is not renewed for its window: a new one could not
+    live longer (certificates are capped at their CA's expiry), so it would be issued again and
+    again; the CA's own renewal is due then."""
     expires = cert.not_valid_after_utc
     if expires <= now:
         return f"expired at {expires:%Y-%m-%dT%H:%M:%SZ}"
-    if expires - now <= datetime.timedelta(days=renewal_days):
+    capped = issuer is not None and expires >= issuer.not_valid_after_utc - CAP_SLACK
+    if expires - now <= datetime.timedelta(days=renewal_days) and not capped:
         return f"expires at {expires:%Y-%m-%dT%H:%M:%SZ}, within the {renewal_days}-day renewal window"
     if issuer is not None:
         if cert.issuer != issuer.subject:
