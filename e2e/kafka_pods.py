@@ -21,6 +21,18 @@ def cluster_ready(kube: Kube, name: str, namespace: str, timeout: float = 420) -
         raise AssertionError(f"{exc}\n{describe_cluster(kube, name, namespace)}") from None
 
 
+def resource_ready(kube: Kube, kind: str, name: str, namespace: str, timeout: float = 120) -> dict[str, Any]:
+    """A Topic, Quota or User Ready for its current generation."""
+
+    def probe() -> dict[str, Any] | None:
+        obj = kube.get(kind, name, namespace)
+        if obj is None or condition(obj, "Ready").get("status") != "True":
+            return None
+        return obj if obj["status"].get("observedGeneration") == obj["metadata"]["generation"] else None
+
+    return wait_for(f"{kind} {namespace}/{name} Ready", probe, timeout, interval=1)
+
+
 def describe_cluster(kube: Kube, name: str, namespace: str) -> str:
     """What a human would look at: the status, each pod's phase and the namespace's warnings."""
     obj = kube.get("kafkacluster", name, namespace) or {}

@@ -29,7 +29,9 @@ from kafka_pods import (
 )
 from kube_env import REPO, Kube, KubeError, condition, wait_for
 
-EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
+# The secured example cluster and its Users have their own module (e2e/test_security.py).
+SECURITY_EXAMPLES = ("kafkacluster-tls-scram.yaml", "user-")
+EXAMPLES = sorted(p for p in (REPO / "examples").glob("*.yaml") if not p.name.startswith(SECURITY_EXAMPLES))
 TIMINGS: dict[str, float] = {}
 
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 import yaml
-from kafka_pods import client_pod, cluster_ready, exec_python, kopfka_cli
-from kube_env import REPO, Kube, condition, wait_for
+from kafka_pods import client_pod, cluster_ready, exec_python, kopfka_cli, resource_ready
+from kube_env import REPO, Kube, wait_for
 
 EXAMPLES = [
     REPO / "examples" / f for f in ("topic-orders.yaml", "quota-client-reports.yaml", "quota-user-producer.yaml")
@@ -52,12 +52,7 @@ def client(operator: Kube, ns: str) -> str:
 
 
 def ready(kube: Kube, kind: str, name: str, ns: str, timeout: float = 120) -> dict[str, Any]:
-    def probe() -> dict[str, Any] | None:
-        obj = kube.get(kind, name, ns)
-        ok = condition(obj, "Ready").get("status") == "True"
-        return obj if ok and obj["status"].get("observedGeneration") == obj["metadata"]["generation"] else None
-
-    return wait_for(f"{kind} {ns}/{name} Ready", probe, timeout, interval=1)
+    return resource_ready(kube, kind, name, ns, timeout)
 
 
 def describe_topic(kube: Kube, ns: str, client: str, bootstrap: str, topic: str) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from kopfka_operator.naming import cert_principal, node_common_name, operator_co
 from kopfka_operator.reconcile import reconcile
 from kopfka_operator.security import certificates, credentials, pki
 from kopfka_operator.spec import SpecError, parse_spec
-from operator_testlib import Emulator
+from operator_testlib import Emulator, run_script
 from security_testlib import CLUSTER, NS, SECURED_SPEC, parse_properties, start_secured_node
 
 NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
@@ -64,7 +64,7 @@ def test_renewal_decisions() -> None:
         pki.load(leaf.cert_pem(), other.key_pem())
 
 
-def test_rendered_security_keys() -> None:
+def test_rendered_security_keys(tmp_path: Path) -> None:
     cluster = secured_cluster()
     props = parse_properties(server_properties(cluster, cluster.spec.brokers))
     assert props["listener.security.protocol.map"] == "CLIENT:SASL_SSL,MTLS:SSL,REPLICATION:SSL,CONTROLLER:SSL"
@@ -82,7 +82,8 @@ def test_rendered_security_keys() -> None:
     pod = sts["spec"]["template"]["spec"]
     assert {"name": "tls", "secret": {"secretName": "demo-combined-certs", "defaultMode": 0o440}} in pod["volumes"]
     assert {"name": "tls", "mountPath": "/etc/kopfka-tls", "readOnly": True} in pod["containers"][0]["volumeMounts"]
-    assert '--override "ssl.keystore.location=/etc/kopfka-tls/${POD_NAME}.pem"' in pod["containers"][0]["command"][2]
+    args = run_script(tmp_path, pod["containers"][0]["command"][2], "demo-combined-2")
+    assert args[args.index("ssl.keystore.location=/etc/kopfka-tls/demo-combined-2.pem") - 1] == "--override"
     bootstrap = next(c for c in build_children(cluster) if c["metadata"]["name"] == "demo-bootstrap")
     assert [p["port"] for p in bootstrap["spec"]["ports"]] == [9092, 9094, 9091]
 
