@@ -19,7 +19,7 @@ import kopf
 import pytest
 from kopfka.client.acls import create_acls, delete_acls, describe_acls
 from kopfka.client.admin import Admin
-from kopfka.client.user_scram import describe_user_scram_credentials
+from kopfka.client.user_scram import alter_user_scram_credentials, describe_user_scram_credentials
 from kopfka.security.acls import AclBindingFilter, AclOperation, AclPermissionType, PatternType, ResourceType
 from kopfka.security.acls import StandardAcl as Acl
 from kopfka_operator.kube import KubeApi
@@ -183,6 +183,16 @@ async def test_scram_user_authenticates_and_is_held_to_its_acls(
 
         await eventually(write_back, timeout=30, interval=0.5)
         assert any(e["reason"] == "Drift" for e in await events_of(api, "alice"))
+        # and so is a deleted credential (with the password of the Secret: alice logs in again)
+        async with operator_admin(api, node) as admin:
+            await alter_user_scram_credentials(admin, delete=[("alice", "SCRAM-SHA-512")])
+
+        async def credential_back() -> bool:
+            async with operator_admin(api, node) as admin:
+                return bool((await describe_user_scram_credentials(admin, ["alice"]))["alice"])
+
+        await eventually(credential_back, timeout=30, interval=0.5)
+        assert await asyncio.to_thread(produce, node, conf, "orders-1") is None
 
         # deleting the User: its credential and its ACLs go, the foreign ACL stays
         await api.delete("User", NS, "alice")
