@@ -152,3 +152,22 @@ async def test_alter_partition_refuses_replica_in_offline_dir(ctl: Ctl) -> None:
     p = ctl.p("t")
     res = await ctl.c.alter_partition(1, ctl.epochs[1], topic_id, 0, p.leader_epoch, p.partition_epoch, new_isr)
     assert res.error == ErrorCode.none and ctl.p("t").isr == (1, 2, 3)
+
+
+async def test_reassigned_replicas_keep_their_dirs(ctl: Ctl) -> None:
+    """The dirs are listed in replica order: a reassignment that reorders the replicas (to change
+    the preferred leader) reorders the dirs with them, so each replica still finds its own dir —
+    the new preferred replica is electable, and one whose dir failed is still refused."""
+    await ctl.partition("t", (1, 2, 3), (1, 2, 3), 1, (d(1), d(2, 1), d(3)))
+    [res] = await ctl.c.alter_partition_reassignments([("t", 0, [2, 1, 3])])
+    assert res.error == ErrorCode.none
+    assert ctl.p("t").replicas == (2, 1, 3) and ctl.p("t").directories == (d(2, 1), d(1), d(3))
+    [res] = await ctl.c.elect_leaders(PREFERRED, [("t", 0)])
+    assert res.error == ErrorCode.none and ctl.p("t").leader == 2
+
+    await ctl.partition("u", (1, 2, 3), (1, 2, 3), 1, (d(1), d(2), d(3)))
+    await ctl.fail_dir(3, d(3))
+    await ctl.c.alter_partition_reassignments([("u", 0, [3, 1, 2])])
+    assert ctl.p("u").directories == (d(3), d(1), d(2))
+    [res] = await ctl.c.elect_leaders(PREFERRED, [("u", 0)])
+    assert res.error == ErrorCode.preferred_leader_not_available and ctl.p("u").leader == 1

@@ -398,12 +398,19 @@ class QuorumController:
                 new_lke = (p.leader,)
             elif new_leader >= 0:
                 new_lke = ()
+        # each replica keeps its log dir when the replica list changes (a new one is unknown until its
+        # broker assigns it): the dirs are listed in replica order (Kafka's targetDirectories)
+        new_dirs = p.directories
+        if new_replicas != p.replicas and len(p.directories) == len(p.replicas):
+            known = dict(zip(p.replicas, p.directories, strict=True))
+            new_dirs = tuple(known.get(r, "") for r in new_replicas)
         rec = mr.PartitionChangeRecord(
             pid,
             topic_id,
             isr=new_isr if new_isr != p.isr else None,
             leader=new_leader if new_leader != p.leader else None,
             replicas=new_replicas if new_replicas != p.replicas else None,
+            directories=new_dirs if new_dirs != p.directories else None,
             adding_replicas=new_adding if new_adding != p.adding_replicas else None,
             removing_replicas=new_removing if new_removing != p.removing_replicas else None,
             eligible_leader_replicas=new_elr if new_elr != p.elr else None,
