@@ -60,3 +60,31 @@ def test_sigterm_runs_controlled_shutdown_and_exits_zero(make_cluster: Any) -> N
     assert positions == sorted(positions)
     # the controller was told (in_controlled_shutdown) and the broker left the live set
     wait_until(lambda: b.node_id not in live_brokers(c.brokers[0].address), 10, "the stopped broker to be fenced")
+
+
+def test_controlled_shutdown_does_not_wait_for_the_next_heartbeats(make_cluster: Any) -> None:
+    """A broker in controlled shutdown may stop once it leads nothing and every active broker has
+    applied the records that moved its leadership and ISR memberships away (Kafka's
+    BrokerHeartbeatManager); brokers report what they applied in their heartbeats. Here they
+    heartbeat every 10 s, yet a SIGTERMed leader stops within a few seconds: a broker that sees a
+    peer enter controlled shutdown heartbeats at once instead of at its next interval."""
+    slow = {"broker.heartbeat.interval.ms": "10000", "broker.session.timeout.ms": "30000"}
+    c: Cluster = make_cluster(1, 3, props=slow)
+    c.start()
+    addr = c.brokers[0].address
+    assert run(create_topic(addr, "led", partitions=3, rf=3)).error_code == 0
+
+    def full() -> bool:
+        parts = [p for t in run(metadata(addr, ["led"])).topics for p in t.partitions]
+        return len(parts) == 3 and all(len(p.isr_nodes) == 3 for p in parts)
+
+    wait_until(full, 30, "every ISR to be full")
+    victim = c.brokers[2]
+    led = [p for t in run(metadata(addr, ["led"])).topics for p in t.partitions if p.leader_id == victim.node_id]
+    assert led, "the victim leads a partition"
+    t0 = time.monotonic()
+    assert victim.terminate() == 0
+    took = time.monotonic() - t0
+    assert took < 4, f"the controlled shutdown took {took:.1f} s (heartbeats every 10 s)"
+    parts = [p for t in run(metadata(addr, ["led"])).topics for p in t.partitions]
+    assert all(p.leader_id != victim.node_id and victim.node_id not in p.isr_nodes for p in parts)

@@ -148,6 +148,10 @@ class QuorumController:
         self._lock = asyncio.Lock()
         self._last_heartbeat: dict[int, float] = {}
         self._registration_offsets: dict[int, int] = {}
+        # each broker's applied metadata offset as of its last heartbeat, and, for a broker in
+        # controlled shutdown, the offset every active broker must apply before it may stop
+        self._metadata_offsets: dict[int, int] = {}
+        self._shutdown_offsets: dict[int, int] = {}
         self._session_timeout_s = int(static_config.get("broker.session.timeout.ms", 9000)) / 1000  # type: ignore[call-overload]
         self._fencer: asyncio.Task[None] | None = None
         self._rebalancer: asyncio.Task[None] | None = None
@@ -172,6 +176,7 @@ class QuorumController:
             now = time.monotonic()
             # a new active controller gives every registered broker a fresh session
             self._last_heartbeat = {b: now for b in self.image.brokers}
+            self._metadata_offsets, self._shutdown_offsets = {}, {}  # known again from the next heartbeats
             self._background.add(asyncio.get_running_loop().create_task(self._on_activate()))
         elif not active and self._was_active:
             log.info(
@@ -1123,6 +1128,8 @@ class QuorumController:
             )
             self._registration_offsets[broker_id] = offset
             self._last_heartbeat[broker_id] = time.monotonic()
+            self._metadata_offsets.pop(broker_id, None)
+            self._shutdown_offsets.pop(broker_id, None)
             return epoch
 
     def _check_registration_features(self, features: tuple[tuple[str, int, int], ...]) -> None:
@@ -1224,9 +1231,11 @@ class QuorumController:
                     ErrorCode.stale_broker_epoch, f"Broker {broker_id} epoch {broker_epoch} is not current"
                 )
             self._last_heartbeat[broker_id] = time.monotonic()
+            self._metadata_offsets[broker_id] = current_metadata_offset
             caught_up = current_metadata_offset >= self._registration_offsets.get(broker_id, b.epoch)
             records: list[mr.MetadataRecord] = []
             if want_shutdown:
+                self._shutdown_offsets.setdefault(broker_id, self.image.provenance.last_offset)
                 records.extend(await self._controlled_shutdown_records(broker_id))
                 if not b.in_controlled_shutdown:
                     records.append(
@@ -1239,9 +1248,11 @@ class QuorumController:
                 records.append(mr.BrokerRegistrationChangeRecord(broker_id, broker_epoch, fenced=True))
             records.extend(self._directory_records(b, offline_log_dirs, cordoned_log_dirs))
             if records:
-                await self._write(records)
+                offset = await self._write(records)
+                if want_shutdown:
+                    self._shutdown_offsets[broker_id] = max(offset, self._shutdown_offsets[broker_id])
             b = self.image.brokers[broker_id]
-            should_shutdown = want_shutdown and not self._leads_anything(broker_id)
+            should_shutdown = want_shutdown and self._may_shut_down(b)
             if should_shutdown and not b.fenced:
                 # Controlled shutdown is complete: fence the broker now, so that its next
                 # incarnation can register at once instead of waiting out the old session.
@@ -1293,6 +1304,27 @@ class QuorumController:
                 mr.BrokerRegistrationChangeRecord(b.broker_id, b.epoch, cordoned_log_dirs=tuple(sorted(cordoned)))
             )
         return out
+
+    def _may_shut_down(self, b: BrokerRegistration) -> bool:
+        """Kafka's BrokerHeartbeatManager rule: a fenced broker may stop at once; one in controlled
+        shutdown once it leads nothing and every active broker (unfenced, not shutting down) has
+        applied the records that moved its leadership and ISR memberships away, so no leader still
+        waits for it as a follower when it stops fetching. kopfka also waits for the broker itself
+        to have applied them: its last produces are then answered NOT_LEADER_OR_FOLLOWER with the
+        new leader (KIP-951), not cut by its closing connections."""
+        if b.fenced:
+            return True
+        if self._leads_anything(b.broker_id):
+            return False
+        target = self._shutdown_offsets.get(b.broker_id, self.image.provenance.last_offset)
+        if self._metadata_offsets.get(b.broker_id, -1) < target:
+            return False
+        active = [
+            x.broker_id
+            for x in self.image.brokers.values()
+            if x.broker_id != b.broker_id and not x.fenced and not x.in_controlled_shutdown
+        ]
+        return all(self._metadata_offsets.get(x, -1) >= target for x in active)
 
     def _leads_anything(self, broker_id: int) -> bool:
         return any(

@@ -4,7 +4,8 @@ States: NOT_RUNNING → STARTING → RECOVERY → RUNNING → PENDING_CONTROLLED
 SHUTTING_DOWN. The broker registers with the active controller (getting a broker epoch),
 then heartbeats every broker.heartbeat.interval.ms reporting its metadata offset; the
 controller unfences it once caught up. On SIGTERM it asks to shut down and waits until the
-controller has moved leadership away (shouldShutDown) before stopping.
+controller has moved leadership away and every active broker has applied that (shouldShutDown)
+before stopping.
 """
 
 from __future__ import annotations
@@ -14,11 +15,14 @@ import enum
 import logging
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kopfka.metadata import records as mr
 from kopfka.protocol.errors import ErrorCode, KafkaError
 from kopfka.timeouts import wait_quietly
+
+if TYPE_CHECKING:
+    from kopfka.metadata.image import MetadataDelta, MetadataImage
 
 log = logging.getLogger(__name__)
 
@@ -211,14 +215,30 @@ class BrokerLifecycleManager:
             self._wake.clear()
 
     async def controlled_shutdown(self, timeout_s: float = 30.0) -> None:
-        """Ask the controller to move leadership away; wait until it says we may stop."""
+        """Ask the controller to move leadership away; wait until it says we may stop (once this
+        broker and every other active one have applied the moves). The request goes out at once,
+        not at the next heartbeat (Kafka's scheduleNextCommunicationImmediately)."""
         if self.broker_epoch < 0:
             return
         self.set_state(BrokerState.PENDING_CONTROLLED_SHUTDOWN)
         self._want_shutdown = True
+        self._wake.set()
         if not await wait_quietly(self._shutdown_ok.wait(), timeout_s):
             log.warning("Controlled shutdown did not complete within %.0fs; shutting down anyway", timeout_s)
         self.set_state(BrokerState.SHUTTING_DOWN)
+
+    # --- metadata publisher --------------------------------------------------------------------
+    name = "BrokerLifecycleManager"
+
+    def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        """A peer entered controlled shutdown: report our metadata offset now rather than at the next
+        heartbeat. The controller lets the peer stop only once every active broker has applied the
+        peer's leadership and ISR changes, so leaders stop waiting for it before it stops fetching."""
+        for broker_id in delta.changed_brokers:
+            now, before = image.brokers.get(broker_id), delta.image.brokers.get(broker_id)
+            entering = now is not None and now.in_controlled_shutdown and not (before and before.in_controlled_shutdown)
+            if broker_id != self.node_id and entering and self.broker_epoch >= 0:
+                self._wake.set()
 
     async def close(self) -> None:
         for h in self._offline_deadlines:

@@ -238,6 +238,8 @@ class KafkaServer:
         services.dynamic_config = self.dynamic_config
         self.dynamic_config.add(*broker_reconfigurables(self, services))
         loader.install_publishers([self.dynamic_config, self.replica_manager])
+        if services.lifecycle is not None:  # reports its offset at once when a peer shuts down
+            loader.install_publishers([services.lifecycle])
         from kopfka.coordinator.group import GroupCoordinator  # consumer groups + offsets (after the replicas)
 
         services.group_coordinator = GroupCoordinator(services)
