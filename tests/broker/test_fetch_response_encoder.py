@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import uuid
+from collections.abc import Sequence
 
 import pytest
 from kio.index import load_response_schema
@@ -12,10 +13,15 @@ from kopfka.protocol.entity_builder import build
 from kopfka.protocol.fetch_response import FetchPartitionOut, FetchTopicOut, encode_fetch_response
 from kopfka.protocol.framing import response_header_bytes
 
+Endpoint = tuple[int, str, int, str | None]
 
-def kio_bytes(version: int, corr: int, topics: list[FetchTopicOut], session_id: int) -> bytes:
+
+def kio_bytes(
+    version: int, corr: int, topics: list[FetchTopicOut], session_id: int, node_endpoints: Sequence[Endpoint] = ()
+) -> bytes:
     schema = load_response_schema(1, version)
     body = {
+        "node_endpoints": [{"node_id": n, "host": h, "port": p, "rack": r} for n, h, p, r in node_endpoints],
         "throttle_time": 0,
         "error_code": 0,
         "session_id": session_id,
@@ -72,3 +78,25 @@ def test_matches_kio(version: int) -> None:
     ours = b"".join(c if isinstance(c, bytes) else c.read() for c in chunks)
     assert len(ours) == size
     assert ours == kio_bytes(version, 42, topics, 9)
+
+
+@pytest.mark.parametrize("version", range(16, 19))
+def test_leader_hints_match_kio(version: int) -> None:
+    """KIP-951: partitions that are not led here name their leader; the response lists the leaders'
+    endpoints (a rack or none), as kio writes them."""
+    topics = [
+        FetchTopicOut(
+            "orders",
+            uuid.uuid4(),
+            [
+                FetchPartitionOut(0, 6, -1, -1, -1, None, -1, b"", current_leader=(2, 11)),
+                FetchPartitionOut(1, 74, -1, -1, -1, None, -1, b"", current_leader=(1, 4)),
+                FetchPartitionOut(2, 0, 5, 5, 0, [], -1, b"\x02" * 9),
+            ],
+        )
+    ]
+    endpoints: list[Endpoint] = [(2, "broker-2.kafka.svc", 9092, "rack-b"), (1, "127.0.0.22", 40123, None)]
+    chunks, size = encode_fetch_response(version, 7, topics, session_id=3, node_endpoints=endpoints)
+    ours = b"".join(c if isinstance(c, bytes) else c.read() for c in chunks)
+    assert len(ours) == size
+    assert ours == kio_bytes(version, 7, topics, 3, endpoints)

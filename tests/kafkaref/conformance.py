@@ -194,32 +194,12 @@ def produce_body(topic: str, partition: int, records: bytes, state: State, acks:
 
 
 def fetch_body(topic: str, partition: int, offset: int, state: State, max_wait: int = 0) -> dict[str, Any]:
-    return {
-        "replica_id": -1,
-        "max_wait": max_wait,
-        "min_bytes": 1,
-        "max_bytes": 1 << 20,
-        "isolation_level": 0,
-        "session_id": 0,
-        "session_epoch": -1,
-        "topics": [
-            {
-                "topic": topic,
-                "topic_id": state["ids"].get(topic, uuid.UUID(int=1)),
-                "partitions": [
-                    {
-                        "partition": partition,
-                        "fetch_offset": offset,
-                        "partition_max_bytes": 1 << 20,
-                        "current_leader_epoch": -1,
-                        "log_start_offset": -1,
-                    }
-                ],
-            }
-        ],
-        "forgotten_topics_data": [],
-        "rack_id": "",
-    }
+    from request_bodies import consumer_fetch_body  # tests/ is on sys.path under pytest and in main()
+
+    topic_id = state["ids"].get(topic, uuid.UUID(int=1))
+    return consumer_fetch_body(
+        topic, topic_id=topic_id, partition=partition, offset=offset, max_wait=max_wait, min_bytes=1
+    )
 
 
 def list_offsets_body(topic: str, partition: int, ts: int) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from kopfka.client.connection import KafkaConnection
 from kopfka.protocol.errors import ErrorCode
 from kopfka.security.client import ClientSecurity
 from kopfka_process import KopfkaProcess, free_port
+from request_bodies import consumer_fetch_body
 
 USERS = {"admin": "admin-pw", "alice": "alice-pw", "bob": "bob-pw"}
 JAAS = (
@@ -140,35 +141,6 @@ def create_topic(c: Cluster, name: str, partitions: int = 1) -> None:
     asyncio.run(go())
 
 
-def fetch_body(topic: str) -> dict[str, Any]:
-    return {
-        "replica_id": -1,
-        "max_wait": 0,
-        "min_bytes": 0,
-        "max_bytes": 1 << 20,
-        "isolation_level": 0,
-        "session_id": 0,
-        "session_epoch": -1,
-        "topics": [
-            {
-                "topic": topic,
-                "partitions": [
-                    {
-                        "partition": 0,
-                        "current_leader_epoch": -1,
-                        "fetch_offset": 0,
-                        "last_fetched_epoch": -1,
-                        "log_start_offset": -1,
-                        "partition_max_bytes": 1 << 20,
-                    }
-                ],
-            }
-        ],
-        "forgotten_topics_data": [],
-        "rack_id": "",
-    }
-
-
 def metadata_body(*topics: str) -> dict[str, Any]:
     return {
         "topics": [{"name": t, "topic_id": None} for t in topics] if topics else None,
@@ -200,7 +172,7 @@ def _fetch_code(resp: Any) -> ErrorCode:
 
 ROWS = [
     Row("produce", ("--operation", "Write"), lambda t: (0, 9, produce_body(t)), _pcode, TAF),
-    Row("fetch", ("--operation", "Read"), lambda t: (1, 12, fetch_body(t)), _fetch_code, TAF),
+    Row("fetch", ("--operation", "Read"), lambda t: (1, 12, consumer_fetch_body(t)), _fetch_code, TAF),
     Row(
         "list-offsets",
         ("--operation", "Describe"),

@@ -14,6 +14,7 @@ from kopfka.config.server_config import KafkaConfig
 from kopfka.log.log_manager import LogManager
 from kopfka.metadata.loader import MetadataLoader
 from kopfka.server.fetch_session import FetchSessionCache
+from kopfka.server.leader_discovery import enabled_in as leader_discovery_enabled
 from kopfka.server.producer_id_manager import ProducerIdManager
 from kopfka.server.replica_manager import ReplicaManager
 
@@ -62,6 +63,11 @@ class BrokerServices:
     telemetry: Any = None  # kopfka.telemetry.ClientMetricsManager (KIP-714)
     authorizer: Any = None  # kopfka.security.authorizer.StandardAuthorizer, None without authorizer.class.name
     dynamic_config: Any = None  # kopfka.server.dynamic_config.DynamicBrokerConfig
+
+    @functools.cached_property
+    def leader_discovery(self) -> bool:
+        """KIP-951 hints in error responses (kopfka.server.leader_discovery); read once."""
+        return leader_discovery_enabled(self.config)
 
 
 def make_config_for(config: KafkaConfig, loader: MetadataLoader) -> Any:

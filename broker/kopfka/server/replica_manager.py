@@ -63,8 +63,6 @@ class FetchPartitionData:
     log_start_offset: int = -1
     records: FileSlice | None = None
     aborted_transactions: list[tuple[int, int]] | None = None
-    leader_id: int = -1
-    leader_epoch: int = -1
     diverging_epoch: tuple[int, int] | None = None
 
     @property
@@ -294,7 +292,6 @@ class ReplicaManager:
                 data.high_watermark = ulog.high_watermark
                 data.last_stable_offset = ulog.last_stable_offset
                 data.log_start_offset = ulog.log_start_offset
-                data.leader_id, data.leader_epoch = part.leader_id, part.leader_epoch
                 budget = min(req.max_bytes, max(max_bytes - total, 0))
                 if (budget <= 0 and total > 0) or req.tp in held_back:
                     continue
@@ -447,8 +444,6 @@ class ReplicaManager:
                             last_stable_offset=part.log.last_stable_offset,
                             log_start_offset=part.log.log_start_offset,
                             diverging_epoch=div,
-                            leader_id=part.leader_id,
-                            leader_epoch=part.leader_epoch,
                         )
                         continue
                 if replica_id not in part.replicas:
@@ -463,12 +458,7 @@ class ReplicaManager:
                         req = replace(req, max_bytes=fetchers.leader_quota.chunk(req.max_bytes))
                 reads.append(req)
             except KafkaError as exc:
-                data = FetchPartitionData(error=exc.code)
-                if exc.code in (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch):
-                    p = self.partitions.get(req.tp)
-                    if p is not None:
-                        data.leader_id, data.leader_epoch = p.leader_id, p.leader_epoch
-                early[req.tp] = data
+                early[req.tp] = FetchPartitionData(error=exc.code)
         result = (
             await self.fetch_messages(
                 reads,

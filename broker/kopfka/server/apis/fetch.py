@@ -17,6 +17,7 @@ from kopfka.quota.throttling import fetch_max_bytes, fetch_throttle_ms
 from kopfka.server.apis.registry import RawResponse, api
 from kopfka.server.auth_helper import AclOperation, ResourceType, authorize_cluster, authorized_names
 from kopfka.server.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, CachedPartition
+from kopfka.server.leader_discovery import FETCH_VERSION, NOT_HERE, LeaderHints
 from kopfka.server.replica_manager import FetchPartitionData, FetchRequestPartition
 from kopfka.server.replication_trace import TRACE
 from kopfka.server.request_context import RequestContext
@@ -124,6 +125,7 @@ async def _handle_follower_fetch(ctx: RequestContext, req: Any, replica_id: int,
     )
     if TRACE.enabled:
         _trace_follower(svc.replica_manager, reads, results, replica_id)
+    hints = LeaderHints(ctx, FETCH_VERSION)
     topics: list[FetchTopicOut] = []
     by_topic: dict[tuple[str, str | None], FetchTopicOut] = {}
     for p in requested:
@@ -145,14 +147,15 @@ async def _handle_follower_fetch(ctx: RequestContext, req: Any, replica_id: int,
         )
         if data.diverging_epoch is not None and version >= 12:
             out.diverging_epoch = data.diverging_epoch
-        if data.error in (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch) and version >= 12:
-            out.current_leader = (data.leader_id, data.leader_epoch)
+        _hint_leader(hints, out, p.topic, data.error)
         tout.partitions.append(out)
     for _name, tid, partition in unknown:
         tout = FetchTopicOut("", uuids.from_str(tid) if tid else None)
         tout.partitions.append(error_partition(partition, ErrorCode.unknown_topic_id))
         topics.append(tout)
-    chunks, size = encode_fetch_response(version, ctx.correlation_id, topics, session_id=0)
+    chunks, size = encode_fetch_response(
+        version, ctx.correlation_id, topics, session_id=0, node_endpoints=_endpoints(hints)
+    )
     return RawResponse(chunks, size)
 
 
@@ -228,6 +231,7 @@ async def handle_fetch(ctx: RequestContext, req: Any) -> RawResponse:
         return RawResponse(chunks, size)
 
     requested_keys = {(p.topic, p.partition) for p in requested}
+    hints = LeaderHints(ctx, FETCH_VERSION)
     topics: list[FetchTopicOut] = []
     by_topic: dict[tuple[str, str | None], FetchTopicOut] = {}
     for p in parts:
@@ -271,8 +275,7 @@ async def handle_fetch(ctx: RequestContext, req: Any) -> RawResponse:
             )
         else:
             out = error_partition(p.partition, data.error)
-        if data.error in (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch) and version >= 12:
-            out.current_leader = (data.leader_id, data.leader_epoch)
+        _hint_leader(hints, out, p.topic, data.error)
         tout.partitions.append(out)
     for _name, tid, partition in unknown:
         tout = FetchTopicOut("", uuids.from_str(tid) if tid else None)
@@ -281,7 +284,12 @@ async def handle_fetch(ctx: RequestContext, req: Any) -> RawResponse:
     if session is not None:
         session.epoch = (epoch + 1) if incremental else 1
     chunks, size = encode_fetch_response(
-        version, ctx.correlation_id, topics, session_id=resp_session_id, throttle_time_ms=ctx.throttle_ms
+        version,
+        ctx.correlation_id,
+        topics,
+        session_id=resp_session_id,
+        throttle_time_ms=ctx.throttle_ms,
+        node_endpoints=_endpoints(hints),
     )
     return RawResponse(chunks, size)
 
@@ -296,6 +304,16 @@ def _trace_follower(rm: Any, reads: list[FetchRequestPartition], results: dict[A
 
 
 REFUSED = FetchPartitionData(ErrorCode.topic_authorization_failed)
+
+
+def _hint_leader(hints: LeaderHints, out: FetchPartitionOut, topic: str, error: ErrorCode) -> None:
+    """KIP-951: a partition that is not led here names its current leader."""
+    if error in NOT_HERE and (leader := hints.lookup(topic, out.partition_index)) is not None:
+        out.current_leader = (leader.leader_id, leader.leader_epoch) if leader.known else None
+
+
+def _endpoints(hints: LeaderHints) -> list[tuple[int, str, int, str | None]]:
+    return [(n.node_id, n.host, n.port, n.rack) for n in hints.endpoints()]
 
 
 def _all_refused(ctx: RequestContext, requested: list[CachedPartition], unknown: list[Any]) -> RawResponse:

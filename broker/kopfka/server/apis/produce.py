@@ -16,6 +16,7 @@ from kopfka.quota.throttling import produce_throttle_ms
 from kopfka.server.apis.registry import DeferredResponse, api
 from kopfka.server.auth_helper import AclOperation, ResourceType, authorize, authorized_names
 from kopfka.server.delayed_produce import complete_waits, register_waits
+from kopfka.server.leader_discovery import PRODUCE_VERSION, LeaderHints
 from kopfka.server.replication_trace import TRACE
 from kopfka.server.request_context import RequestContext
 
@@ -107,6 +108,7 @@ async def handle_produce(ctx: RequestContext, req: Any) -> dict[str, Any] | Defe
     def respond() -> dict[str, Any] | None:
         produce_throttle_ms(ctx, entries, results)
         failed = False
+        hints = LeaderHints(ctx, PRODUCE_VERSION)
         for slot, index, tp in slots:
             r = results[tp]
             failed |= r.error != ErrorCode.none
@@ -121,13 +123,19 @@ async def handle_produce(ctx: RequestContext, req: Any) -> dict[str, Any] | Defe
                     "error_message": r.message,
                 }
             )
+            if r.error == ErrorCode.not_leader_or_follower and (leader := hints.lookup(*tp)) is not None:
+                slot["current_leader"] = leader.as_dict()  # KIP-951
         if TRACE.enabled and acks == -1:
             _trace(results, "produce_done")
         if acks == 0:
             if failed or refused:
                 raise CloseConnection("acks=0 produce failed")
             return None
-        return {"responses": responses, "throttle_time": ctx.throttle_ms}
+        return {
+            "responses": responses,
+            "throttle_time": ctx.throttle_ms,
+            "node_endpoints": [n.as_dict() for n in hints.endpoints()],
+        }
 
     waits = register_waits(svc.replica_manager, results) if acks == -1 and results else []
     if not waits:  # acks 0/1, or an ISR of one: answered now, the purgatory is never entered

@@ -19,6 +19,7 @@ from kopfka.protocol.errors import ErrorCode, KafkaError
 from kopfka.server.apis.registry import api
 from kopfka.server.apis.share_groups import check_share_groups_enabled
 from kopfka.server.auth_helper import AclOperation, ResourceType, authorize, authorized_names
+from kopfka.server.leader_discovery import NOT_HERE, LeaderHints
 from kopfka.server.request_context import RequestContext
 from kopfka.server.share.share_session import FINAL_EPOCH, INITIAL_EPOCH
 
@@ -101,22 +102,6 @@ async def _apply_acks(
 def p_missing(image: Any, topic: str, partition: int) -> bool:
     t = image.topics_by_name.get(topic)
     return t is None or partition not in t.partitions
-
-
-def _leader(ctx: RequestContext, tid: str, partition: int) -> tuple[int, int, Any]:
-    """(leader id, leader epoch, its endpoint on this listener) of a partition, for NOT_LEADER answers."""
-    topic = ctx.image.topics_by_id.get(tid)
-    reg = topic.partitions.get(partition) if topic is not None else None
-    if reg is None:
-        return -1, -1, None
-    broker = ctx.image.brokers.get(reg.leader)
-    ep = broker.endpoint(ctx.listener_name) if broker is not None else None
-    node = (
-        None
-        if ep is None
-        else {"node_id": reg.leader, "host": ep.host, "port": ep.port, "rack": getattr(broker, "rack", None)}
-    )
-    return reg.leader, reg.leader_epoch, node
 
 
 def _error_response(ctx: RequestContext, exc: KafkaError, *, fetch: bool) -> dict[str, Any]:
@@ -238,15 +223,13 @@ def _partition(
 def _response(
     ctx: RequestContext, partitions: dict[TP, dict[str, Any]], group_id: str, *, fetch: bool
 ) -> dict[str, Any]:
-    nodes: dict[int, Any] = {}
+    hints = LeaderHints(ctx)
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for (tid, p), row in partitions.items():
         codes = (row["error_code"], row.get("acknowledge_error_code"))
-        if any(c in (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch) for c in codes):
-            leader, epoch, node = _leader(ctx, tid, p)
-            row["current_leader"] = {"leader_id": leader, "leader_epoch": epoch}
-            if node is not None:
-                nodes[leader] = node
+        topic = ctx.image.topics_by_id.get(tid)
+        if topic is not None and any(c in NOT_HERE for c in codes) and (leader := hints.lookup(topic.name, p)):
+            row["current_leader"] = leader.as_dict()
         if not fetch:
             row = {
                 "partition_index": p,
@@ -263,7 +246,7 @@ def _response(
         "error_message": None,
         "acquisition_lock_timeout": lock_ms,
         "responses": [{"topic_id": uuids.from_str(tid), "partitions": rows} for tid, rows in by_topic.items()],
-        "node_endpoints": list(nodes.values()),
+        "node_endpoints": [n.as_dict() for n in hints.endpoints()],
     }
 
 
