@@ -289,3 +289,65 @@ def test_producer_retries_at_the_new_leader_without_a_metadata_request(cluster: 
     assert hinted, "the partition moved without a leader hint"
     lookups = [line for line in log[moved_at:delegated] if "Sent MetadataRequest" in line]
     assert not lookups, f"the producer looked the leader up: {lookups}"
+
+
+def test_followers_fetch_from_a_restarted_leader_on_fresh_connections(cluster: Any) -> None:
+    """Leadership leaves broker 0 in its controlled shutdown and comes back (preferred leader) once
+    it has restarted. The followers' fetchers for broker 0 stopped with their last partition, so
+    they fetch from the new incarnation on new connections: no fetch fails on a connection to the
+    old one (which would hold acks=all produces for replica.fetch.backoff.ms)."""
+    c = cluster
+    create_topic(c, "back", assignments={0: [0, 1, 2]})
+    assert wait_full_isr(c, "back")[0].leader == 0
+    b0 = broker(c, 0)
+    assert b0.terminate() == 0
+    b0.start()
+    b0.wait_ready(60)
+    wait_full_isr(c, "back")
+    run(_admin(c, {}, {"back": [0]}))
+    wait_until(lambda: describe(c, "back")[0].leader == 0, 60, "the preferred leader to lead again")
+    t0 = time.monotonic()
+    resp = produce(b0.address, 12, "back", [0])
+    assert resp.responses[0].partition_responses[0].error_code == ErrorCode.none
+    assert time.monotonic() - t0 < 2.5, "an acks=all produce waited for a follower's fetch backoff"
+    for follower in (1, 2):
+        lines = broker(c, follower).log_text().splitlines()
+        failed = [line for line in lines if f"{follower}->0] fetch failed" in line]
+        assert not failed, failed
+
+
+def test_followers_ask_again_soon_when_the_new_leader_has_not_caught_up(cluster: Any) -> None:
+    """Brokers apply a leadership change at slightly different times. Here broker 2 is cut off
+    from the metadata quorum (internal.raft.isolation.file; its heartbeats still go through) while
+    leadership moves to it, so the followers fetch from it under the new epoch before it knows it
+    leads. It answers UNKNOWN_LEADER_EPOCH (Kafka checks the epoch before the leadership), and the
+    followers ask again after a short pause instead of replica.fetch.backoff.ms (5 s here): once
+    broker 2 catches up, an acks=all produce to it is answered at once."""
+    c = cluster
+    create_topic(c, "race", assignments={0: [1, 2, 0]})
+    wait_full_isr(c, "race")
+    tid = topic_id_of(c, "race")
+    b2 = broker(c, 2)
+    b2.isolation_file.touch()
+    time.sleep(1.5)  # a metadata fetch already in flight ends (its long poll is 500 ms at most)
+    epoch = move_leader(c, "race", 0, to=2)
+    time.sleep(1)  # the followers fetch from broker 2 meanwhile
+    p = fetch(b2.address, 17, tid, 0, leader_epoch=epoch)
+    assert p.error_code == ErrorCode.unknown_leader_epoch  # not NOT_LEADER_OR_FOLLOWER
+    b2.isolation_file.unlink()
+
+    def leads() -> bool:
+        body = {
+            "topics": [{"name": "race", "topic_id": uuids.ZERO_UUID}],
+            "allow_auto_topic_creation": False,
+            "include_topic_authorized_operations": False,
+        }
+        part = run(request(b2.address, 3, 12, body)).topics[0].partitions[0]
+        return int(part.leader_id) == 2 and int(part.leader_epoch) == epoch
+
+    wait_until(leads, 30, "broker 2 to apply its leadership", interval=0.02)
+    t0 = time.monotonic()
+    resp = produce(b2.address, 12, "race", [0], timeout=15)
+    took = time.monotonic() - t0
+    assert resp.responses[0].partition_responses[0].error_code == ErrorCode.none
+    assert took < 1.5, f"the acks=all produce took {took:.1f} s: a follower waited out its fetch backoff"

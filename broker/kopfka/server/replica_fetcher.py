@@ -52,6 +52,12 @@ RETRY_LATER = {
     ErrorCode.leader_not_available,
 }
 UNLIMITED = 2**63 - 1
+# A leader that answers UNKNOWN_LEADER_EPOCH has not applied the leadership change we fetch
+# under yet: metadata reaches brokers at slightly different times, and it catches up within
+# milliseconds. Kafka's fetcher backs such a partition off for replica.fetch.backoff.ms (1 s by
+# default) like any other error, holding the new leader's acks=all produces for that long after
+# a leadership move; kopfka asks again after this pause (never later than the backoff).
+LEADER_CATCH_UP_S = 0.02
 
 
 class ReplicationQuota:
@@ -148,8 +154,8 @@ class ReplicaFetcherManager:
     def add_partition(self, tp: TopicPartition, leader_id: int) -> None:
         key = (leader_id, self._fetcher_id(tp))
         old = self.assignment.get(tp)
-        if old is not None and old != key and old in self.fetchers:
-            self.fetchers[old].remove(tp)
+        if old is not None and old != key:
+            self._remove_from(old, tp)
         fetcher = self.fetchers.get(key)
         if fetcher is None:
             fetcher = self.fetchers[key] = ReplicaFetcher(self, leader_id, key[1])
@@ -158,8 +164,21 @@ class ReplicaFetcherManager:
 
     def remove_partition(self, tp: TopicPartition) -> None:
         key = self.assignment.pop(tp, None)
-        if key is not None and key in self.fetchers:
-            self.fetchers[key].remove(tp)
+        if key is not None:
+            self._remove_from(key, tp)
+
+    def _remove_from(self, key: tuple[int, int], tp: TopicPartition) -> None:
+        """A fetcher left without partitions stops and closes its connection (Kafka's
+        shutdownIdleFetcherThreads): kept, it would hold a connection to a leader that may
+        restart meanwhile, and the first fetch after leadership returns would fail on it and
+        back off replica.fetch.backoff.ms while acks=all produces wait for this follower."""
+        fetcher = self.fetchers.get(key)
+        if fetcher is None:
+            return
+        fetcher.remove(tp)
+        if not fetcher.partitions:
+            fetcher.stop()
+            del self.fetchers[key]
 
     def resize(self, num_fetchers: int) -> None:
         """num.replica.fetchers changed (Kafka's resizeThreadPool): every partition is assigned
@@ -342,7 +361,7 @@ class ReplicaFetcher:
             ids[tid] = name
             topics.append((tid, partitions))
         epoch = int(self.rm.broker_epoch()) if self.rm.broker_epoch is not None else -1
-        node_id, wait, min_bytes, max_total = self.rm.node_id, self.max_wait_ms, self.min_bytes, self.max_bytes
+        node_id, wait, min_bytes, max_total = self.rm.node_id, self._max_wait_ms(), self.min_bytes, self.max_bytes
         resp = await conn.request_encoded(
             1,
             FETCH_VERSION,
@@ -373,9 +392,18 @@ class ReplicaFetcher:
                     self.rm.log_manager.report_io_error(tp, exc)
                     self._delay(tp)
 
-    def _delay(self, tp: TopicPartition) -> None:
+    def _max_wait_ms(self) -> int:
+        """replica.fetch.wait.max.ms, or less: the long poll must not outlast the pause of a
+        partition left out of it (LEADER_CATCH_UP_S is far shorter than the poll)."""
+        now = time.monotonic()
+        soonest = min((nb for nb in self.partitions.values() if nb > now), default=None)
+        if soonest is None:
+            return self.max_wait_ms
+        return max(0, min(self.max_wait_ms, int((soonest - now) * 1000) + 1))
+
+    def _delay(self, tp: TopicPartition, seconds: float | None = None) -> None:
         if tp in self.partitions:
-            self.partitions[tp] = time.monotonic() + self.backoff_s
+            self.partitions[tp] = time.monotonic() + min(self.backoff_s, seconds or self.backoff_s)
 
     def _process(self, tp: TopicPartition, entry: tuple[Partition, int, int], p: Any) -> None:
         part, sent_offset, sent_epoch = entry
@@ -410,6 +438,8 @@ class ReplicaFetcher:
                 ulog.maybe_increment_log_start_offset(min(leader_start, ulog.high_watermark), "leader offset increment")
         elif err == ErrorCode.offset_out_of_range:
             self._handle_out_of_range(part, sent_offset, int(p.log_start_offset), int(p.high_watermark))
+        elif err == ErrorCode.unknown_leader_epoch:
+            self._delay(tp, LEADER_CATCH_UP_S)
         elif err in RETRY_LATER:
             self._delay(tp)
         else:

@@ -208,9 +208,11 @@ class ReplicaManager:
         return part
 
     def get_leader_partition(self, tp: TopicPartition, current_leader_epoch: int = -1) -> Partition:
+        """The local leader of `tp`. As Kafka's Partition.getLocalLog, the request's leader epoch is
+        checked before the leadership: a follower (or client) that already knows of a newer epoch
+        than this broker learns UNKNOWN_LEADER_EPOCH — this broker has not applied the change yet
+        and may be the leader in a moment — and one that knows an older epoch FENCED_LEADER_EPOCH."""
         part = self.get_partition_or_error(tp)
-        if not part.is_leader:
-            raise KafkaError(ErrorCode.not_leader_or_follower, f"Leader not local for partition {tp[0]}-{tp[1]}")
         if current_leader_epoch >= 0:
             if current_leader_epoch < part.leader_epoch:
                 raise KafkaError(
@@ -220,6 +222,8 @@ class ReplicaManager:
                 raise KafkaError(
                     ErrorCode.unknown_leader_epoch, "The leader epoch in the request is newer than the broker's"
                 )
+        if not part.is_leader:
+            raise KafkaError(ErrorCode.not_leader_or_follower, f"Leader not local for partition {tp[0]}-{tp[1]}")
         return part
 
     # --- produce ---------------------------------------------------------------------------
