@@ -26,6 +26,7 @@ from kopfka.protocol.errors import ErrorCode
 from kopfka.protocol.record_codec import Record, encode_batch
 from kopfka.protocol.records import iter_batches
 from kopfka_process import KopfkaProcess
+from request_bodies import consumer_fetch_body
 
 from tests.log.helpers import create_topic, raw_request, read_all, wait_for
 
@@ -106,32 +107,7 @@ def fetch_batch_attributes(k: KopfkaProcess, topic: str, offset: int) -> tuple[i
         },
     )
     tid = md.topics[0].topic_id
-    body = {
-        "replica_id": -1,
-        "max_wait": 0,
-        "min_bytes": 0,
-        "max_bytes": 1 << 20,
-        "isolation_level": 0,
-        "session_id": 0,
-        "session_epoch": -1,
-        "topics": [
-            {
-                "topic_id": tid,
-                "partitions": [
-                    {
-                        "partition": 0,
-                        "current_leader_epoch": -1,
-                        "fetch_offset": offset,
-                        "last_fetched_epoch": -1,
-                        "log_start_offset": -1,
-                        "partition_max_bytes": 1 << 20,
-                    }
-                ],
-            }
-        ],
-        "forgotten_topics_data": [],
-        "rack_id": "",
-    }
+    body = consumer_fetch_body(topic_id=tid, offset=offset)
     records = raw_request(k.bootstrap, 1, 13, body).responses[0].partitions[0].records
     for h in iter_batches(records):
         if h.base_offset <= offset <= h.last_offset:
