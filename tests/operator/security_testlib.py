@@ -80,7 +80,10 @@ class SecuredNode:
             self.proc.wait(10)
 
 
-def start_secured_node(root: Path, cluster_ca: pki.KeyPair, clients_ca: pki.KeyPair) -> SecuredNode:
+def start_secured_node(
+    root: Path, cluster_ca: pki.KeyPair, clients_ca: pki.KeyPair, also_trusted: pki.KeyPair | None = None
+) -> SecuredNode:
+    """`also_trusted`: a second CA in the cluster truststore (as during a CA renewal)."""
     spec = parse_spec(SECURED_SPEC)
     ports = {name: free_port() for name in ("CLIENT", "MTLS", "REPLICATION", "CONTROLLER")}
     http = free_port()
@@ -95,7 +98,7 @@ def start_secured_node(root: Path, cluster_ca: pki.KeyPair, clients_ca: pki.KeyP
     now = datetime.datetime.now(datetime.UTC)
     node = pki.issue(cluster_ca, pki.name(node_common_name(CLUSTER)), 30, now, ["127.0.0.1", "localhost"])
     (tls / "demo-combined-0.pem").write_bytes(node.keystore_pem())
-    (tls / "ca.crt").write_bytes(cluster_ca.cert_pem())
+    (tls / "ca.crt").write_bytes(cluster_ca.cert_pem() + (also_trusted.cert_pem() if also_trusted else b""))
     (tls / "clients-ca.crt").write_bytes(clients_ca.cert_pem())
 
     props = {k: v.replace(TLS_DIR, str(tls)) for k, v in rendered.items()}

@@ -167,12 +167,77 @@ async def test_certificates_issued_kept_and_renewed(k8s: Emulator, api: KubeApi)
     certs3 = await secret_data(api, "demo-combined-certs")
     assert certs3["demo-combined-1.pem"] == certs["demo-combined-1.pem"] and "demo-combined-2.pem" in certs3
 
-    # 340 days on, the certificates already live as long as their CA (they are capped at its
-    # expiry): issuing them again would gain nothing; the CA's renewal is due and reported
-    writes = len(k8s.writes)
-    later = await certificates.ensure_certificates(api, cluster, {"combined": 3}, NOW + 340 * DAY)
-    assert later.versions == first.versions and not later.renewed and len(k8s.writes) == writes
-    assert [r for r, _ in later.warnings] == ["CaRenewalDue", "CaRenewalDue"]
+
+async def _pods_on(api: KubeApi, version: str, replicas: int) -> None:
+    """The pool's StatefulSet and pods as the roller leaves them: every pod on `version`."""
+    labels = {"kopfka.io/cluster": CLUSTER, "kopfka.io/role": "combined"}
+    if await api.get("StatefulSet", NS, "demo-combined") is None:
+        template = {"metadata": {"labels": labels}, "spec": {"containers": [{"name": "k", "image": "k"}]}}
+        sts_spec = {"replicas": replicas, "selector": {"matchLabels": labels}, "template": template}
+        sts = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "demo-combined"}, "spec": sts_spec}
+        await api.create(NS, sts)
+    for i in range(replicas):
+        name = f"demo-combined-{i}"
+        await api.delete("Pod", NS, name)
+        meta = {"name": name, "labels": labels, "annotations": {CERTS_VERSION_ANNOTATION: version}}
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": meta,
+            "spec": {"containers": [{"name": "k", "image": "k"}]},
+        }
+        await api.create(NS, pod)
+
+
+async def test_ca_renewal_trusts_both_then_signs_with_the_new_one(api: KubeApi) -> None:
+    """A CA in its renewal window is replaced in two rolls: first every node trusts the new CA
+    next to the old one, which still signs (no certificate changes); once every pod runs that
+    version, the node and operator certificates come from the new CA (second roll). The old CA
+    leaves the truststores when it has expired, without a roll."""
+    cluster = secured_cluster()
+    first = await certificates.ensure_certificates(api, cluster, {"combined": 3}, NOW)
+    old_ca = pki.load(*(await secret_data(api, "demo-cluster-ca")).values())
+    certs = await secret_data(api, "demo-combined-certs")
+    operator_pem = (await secret_data(api, "demo-operator-certs"))["tls.crt"]
+    await _pods_on(api, first.versions["combined"], 3)
+
+    due = NOW + 340 * DAY
+    trusting = await certificates.ensure_certificates(api, cluster, {"combined": 3}, due)
+    assert trusting.versions != first.versions and not trusting.renewed and not trusting.warnings  # roll 1
+    ca_secret = await api.get("Secret", NS, "demo-cluster-ca")
+    assert ca_secret["metadata"]["annotations"][certificates.RENEWAL_ANNOTATION] == "trusting"
+    new_ca = pki.load(certificates.decode(ca_secret)["ca.crt"], certificates.decode(ca_secret)["ca.key"])
+    certs2 = await secret_data(api, "demo-combined-certs")
+    bundle = {
+        c.subject.rfc4514_string() + pki.fingerprint(c) for c in x509.load_pem_x509_certificates(certs2["ca.crt"])
+    }
+    assert len(bundle) == 2 and len(x509.load_pem_x509_certificates(certs2["clients-ca.crt"])) == 2
+    assert len(x509.load_pem_x509_certificates((await secret_data(api, "demo-cluster-ca-cert"))["ca.crt"])) == 2
+    assert all(certs2[f"demo-combined-{i}.pem"] == certs[f"demo-combined-{i}.pem"] for i in range(3))
+    # a pod not yet restarted: still trusting, nothing issued
+    await _pods_on(api, trusting.versions["combined"], 3)
+    await api.patch("Pod", NS, "demo-combined-2", {"metadata": {"annotations": {CERTS_VERSION_ANNOTATION: "old"}}})
+    waiting = await certificates.ensure_certificates(api, cluster, {"combined": 3}, due)
+    assert waiting.versions == trusting.versions and not waiting.switched
+
+    await _pods_on(api, trusting.versions["combined"], 3)
+    switched = await certificates.ensure_certificates(api, cluster, {"combined": 3}, due)
+    assert switched.switched == ["cluster", "clients"] and switched.renewed["combined"]
+    assert switched.versions != trusting.versions  # roll 2
+    certs3 = await secret_data(api, "demo-combined-certs")
+    for i in range(3):
+        pki.load_keystore(certs3[f"demo-combined-{i}.pem"]).cert.verify_directly_issued_by(new_ca.cert)
+    operator_cert = x509.load_pem_x509_certificate((await secret_data(api, "demo-operator-certs"))["tls.crt"])
+    operator_cert.verify_directly_issued_by(new_ca.cert)
+    assert (await secret_data(api, "demo-operator-certs"))["tls.crt"] != operator_pem
+    assert "ca-previous.key" not in await secret_data(api, "demo-cluster-ca")
+
+    # the old CA expired: out of every truststore, and no roll for that
+    expired = old_ca.cert.not_valid_after_utc + DAY
+    after = await certificates.ensure_certificates(api, cluster, {"combined": 3}, expired)
+    assert after.versions == switched.versions and not after.renewed
+    assert len(x509.load_pem_x509_certificates((await secret_data(api, "demo-combined-certs"))["ca.crt"])) == 1
+    assert set(await secret_data(api, "demo-cluster-ca")) == {"ca.crt", "ca.key"}
 
 
 async def test_certificates_renewed_in_their_window_and_on_request(api: KubeApi) -> None:
@@ -239,7 +304,8 @@ async def test_reconcile_stamps_the_certs_version_and_a_renewal_changes_the_pod_
     version = template["metadata"]["annotations"][CERTS_VERSION_ANNOTATION]
     secret = await api.get("Secret", NS, "demo-combined-certs")
     generation = int(secret["metadata"]["annotations"][certificates.GENERATION_ANNOTATION])
-    assert version == certificates.certs_version(generation, certificates.decode(secret))
+    trust = int(secret["metadata"]["annotations"][certificates.TRUST_ANNOTATION])
+    assert version == certificates.certs_version(generation, trust)
     # a certificate about to expire (issued 350 days ago) is issued again at the next reconcile
     ca = pki.load(*(await secret_data(api, "demo-cluster-ca")).values())
     old = pki.issue(ca, pki.name("demo-node"), 365, datetime.datetime.now(datetime.UTC) - 350 * DAY)
@@ -270,14 +336,17 @@ async def test_concurrent_first_reconciles_agree_on_one_cluster_id(api: KubeApi)
 
 def test_rendered_config_runs_a_secured_node(tmp_path: Path) -> None:
     """A real node from the rendered keys: the operator's certificate is a super user on
-    REPLICATION; anything without a cluster-CA certificate is turned away there; CLIENT wants
-    SCRAM over TLS; MTLS wants a clients-CA certificate."""
+    REPLICATION (signed by either CA of a two-CA truststore, as during a CA renewal); anything
+    without a cluster-CA certificate is turned away there; CLIENT wants SCRAM over TLS."""
     now = datetime.datetime.now(datetime.UTC)
     cluster_ca, clients_ca = pki.new_ca("demo-cluster-ca", 30, now), pki.new_ca("demo-clients-ca", 30, now)
-    node = start_secured_node(tmp_path, cluster_ca, clients_ca)
+    renewed = pki.new_ca("demo-cluster-ca", 30, now)  # trusted next to it, as during a CA renewal
+    node = start_secured_node(tmp_path, cluster_ca, clients_ca, also_trusted=renewed)
     try:
-        op = pki.issue(cluster_ca, pki.name(operator_common_name(CLUSTER)), 30, now)
-        data = {"ca.crt": cluster_ca.cert_pem(), "tls.crt": op.cert_pem(), "tls.key": op.key_pem()}
+        # the operator's certificate from the renewed CA, and both CAs in its own truststore
+        op = pki.issue(renewed, pki.name(operator_common_name(CLUSTER)), 30, now)
+        bundle = renewed.cert_pem() + cluster_ca.cert_pem()
+        data = {"ca.crt": bundle, "tls.crt": op.cert_pem(), "tls.key": op.key_pem()}
         operator_security = credentials.client_security(data)
         stranger = pki.issue(clients_ca, pki.name("alice", None), 30, now)  # a user, not a node
         stranger_security = credentials.client_security(

@@ -40,7 +40,7 @@ from ..resource_handlers import (
 )
 from ..spec import SpecError, parse_spec
 from . import pki
-from .certificates import CA_CERT, CA_KEY, decode, write_secret
+from .certificates import CA_CERT, CertificateError, authority_of, decode, write_secret
 from .users import (
     SCRAM_MECHANISMS,
     UserSpecError,
@@ -88,12 +88,11 @@ def _owned_by(secret: Mapping[str, Any], body: Mapping[str, Any]) -> bool:
     return any(o.get("uid") == uid for o in (secret.get("metadata") or {}).get("ownerReferences") or [])
 
 
-async def _ca(kube: KubeApi, namespace: str, name: str, key: bool = False) -> pki.KeyPair | bytes:
+async def _secret_data(kube: KubeApi, namespace: str, name: str) -> Mapping[str, Any]:
     secret = await kube.get("Secret", namespace, name)
-    data = decode(secret)
-    if CA_CERT not in data or (key and CA_KEY not in data):
+    if secret is None or CA_CERT not in (secret.get("data") or {}):
         raise NotYet("WaitingForCluster", f"Secret {namespace}/{name} does not exist yet (the cluster is not secured?)")
-    return pki.load(data[CA_CERT], data[CA_KEY]) if key else data[CA_CERT]
+    return secret
 
 
 async def user_secret(
@@ -110,8 +109,7 @@ async def user_secret(
         if existing is not None:
             await kube.delete("Secret", namespace, username)
         return None, "", None
-    cluster_ca = await _ca(kube, namespace, ca_cert_secret_name(cluster, "cluster"))
-    assert isinstance(cluster_ca, bytes)
+    cluster_ca = decode(await _secret_data(kube, namespace, ca_cert_secret_name(cluster, "cluster")))[CA_CERT]
     data = decode(existing)
     password: str | None = None
     expires: str | None = None
@@ -119,8 +117,11 @@ async def user_secret(
         password = data.get(PASSWORD, b"").decode() or secrets.token_urlsafe(24)
         wanted = {PASSWORD: password.encode(), JAAS: jaas_config(username, password).encode(), CA_CERT: cluster_ca}
     else:
-        clients_ca = await _ca(kube, namespace, ca_secret_name(cluster, "clients"), key=True)
-        assert isinstance(clients_ca, pki.KeyPair)
+        name = ca_secret_name(cluster, "clients")
+        try:  # the CA that signs now (during its renewal: the previous one, until brokers trust both)
+            clients_ca = authority_of(await _secret_data(kube, namespace, name), name).signing
+        except CertificateError as exc:
+            raise NotYet(exc.reason, exc.message) from None
         ca_spec = await _clients_ca_spec(kube, namespace, cluster)
         subject = pki.name(username, None)  # CN=<user>: the principal User:<user>
         try:
