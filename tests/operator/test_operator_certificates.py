@@ -377,3 +377,24 @@ def test_rendered_config_runs_a_secured_node(tmp_path: Path) -> None:
         assert node.proc.poll() is None
     finally:
         node.stop()
+
+
+def test_the_operator_reaches_a_secured_cluster_on_replication() -> None:
+    """Admin connections (roller, scaler, Topics, Quotas, Users) go to the bootstrap Service's
+    REPLICATION port of a secured cluster, with the operator's credentials; an unsecured one is
+    reached on its client listeners as before."""
+    from kopfka_operator.handlers import default_view
+    from kopfka_operator.security.credentials import admin_bootstrap, is_secured
+
+    status = {"bootstrapServers": "demo-bootstrap.kafka.svc:9092,demo-bootstrap.kafka.svc:9094"}
+    secured = {**cluster_body(SECURED_SPEC), "status": status}
+    assert is_secured(secured) and admin_bootstrap(secured) == "demo-bootstrap.kafka.svc:9091"
+    security = ClientSecurity("SSL")
+    view = default_view(secured, security)
+    assert view is not None and (view.bootstrap, view.security) == ("demo-bootstrap.kafka.svc:9091", security)  # type: ignore[attr-defined]
+    open_spec = {k: v for k, v in SECURED_SPEC.items() if k not in ("listeners", "authorization")}
+    unsecured = {**cluster_body(open_spec), "status": {"bootstrapServers": "demo-bootstrap.kafka.svc:9092"}}
+    assert not is_secured(unsecured) and admin_bootstrap(unsecured) == "demo-bootstrap.kafka.svc:9092"
+    assert admin_bootstrap(cluster_body(SECURED_SPEC)) is None  # not rendered yet
+    broken = cluster_body({**SECURED_SPEC, "mode": "bogus"})
+    assert is_secured(broken)  # an invalid spec: as its listeners say
