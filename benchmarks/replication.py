@@ -104,24 +104,33 @@ def e2e_rows(bootstrap: str, topic: str, acks: str, rate: int, seconds: float) -
 
     th = threading.Thread(target=consume)
     th.start()
-    p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0, "enable.idempotence": acks == "all"})
-    # warm up first: an idempotent librdkafka producer holds its first records ~500 ms until its
-    # producer-id timer fires (client-side), which alone made the p99 of the acks=all run
-    p.produce(topic, b"warm-up")
-    p.flush(30)
-    time.sleep(0.5)
-    n = int(rate * seconds)
-    t0 = time.perf_counter()
-    for i in range(n):
-        target = t0 + i / rate
-        while (now := time.perf_counter()) < target:
-            p.poll(max(0.0, min(target - now, 0.001)))
-        p.produce(topic, struct.pack(">d", time.perf_counter()) + b"x" * 92)
-    p.flush(60)
-    time.sleep(2)
-    done.set()
-    th.join()
-    c.close()
+    try:
+        p = Producer(
+            {"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0, "enable.idempotence": acks == "all"}
+        )
+        # warm up first: an idempotent librdkafka producer holds its first records ~500 ms until its
+        # producer-id timer fires (client-side), which alone made the p99 of the acks=all run
+        p.produce(topic, b"warm-up")
+        p.flush(30)
+        time.sleep(0.5)
+        n = int(rate * seconds)
+        t0 = time.perf_counter()
+        for i in range(n):
+            target = t0 + i / rate
+            while (now := time.perf_counter()) < target:
+                p.poll(max(0.0, min(target - now, 0.001)))
+            while True:  # the brokers fell behind the rate: the record waits (and its latency shows it)
+                try:
+                    p.produce(topic, struct.pack(">d", time.perf_counter()) + b"x" * 92)
+                    break
+                except BufferError:
+                    p.poll(0.01)
+        p.flush(60)
+        time.sleep(2)
+    finally:  # also on an error: a consumer thread left polling keeps the benchmark from exiting
+        done.set()
+        th.join()
+        c.close()
     return rows
 
 
