@@ -82,6 +82,40 @@ def test_isr_shrinks_a_lagging_follower_and_expands_when_caught_up(tmp_path: Pat
     assert proposals[-1] == (1, 2, 3)
 
 
+def test_an_answer_from_a_newer_leader_epoch_keeps_the_expanded_isr(tmp_path: Path) -> None:
+    """A reassignment completes on the ISR expansion that brings its last new replica in: the
+    controller commits the expanded ISR, drops this leader from the replicas and elects another
+    (the new replica) in the same step, and answers the AlterPartition with the new leader epoch.
+    Until the metadata update makes this broker a follower, its high watermark must still wait for
+    the new replica: committing (and acknowledging acks=all writes) with the old, smaller ISR
+    would acknowledge records the new leader does not have (seen as acknowledged records lost and
+    an idempotent producer's OUT_OF_ORDER_SEQUENCE_NUMBER, after a rebalance under load)."""
+
+    async def main() -> None:
+        p, proposals = _leader(tmp_path, isr=(1, 2), min_isr=2)
+        p.replicas = (1, 2, 3)
+        p.log.append_as_leader(batch([b"a", b"b"]), leader_epoch=5)
+        p.update_follower_fetch(2, 2, -1, now=101.0)
+        p.update_follower_fetch(3, 2, -1, now=101.0)  # the new replica caught up: expansion
+        assert proposals == [(1, 2, 3)] and p.log.high_watermark == 2
+        p.log.append_as_leader(batch([b"c", b"d"]), leader_epoch=5)
+        fut: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
+        p.add_produce_waiter(4, fut)
+        p.update_follower_fetch(2, 4, -1, now=102.0)  # replica 2 has it, the new replica 3 not yet
+        assert p.log.high_watermark == 2 and not fut.done()
+        # the controller's answer: ISR (2, 3) under a new leader epoch (this broker leaves)
+        assert p.pending_isr is not None
+        p.complete_isr_change(p.pending_isr.generation, (2, 3), 4, 6)
+        assert p.log.high_watermark == 2 and not fut.done(), "acknowledged without the new leader"
+        assert 3 in p.maximal_isr
+        # the metadata update makes it a follower: the write fails retriably
+        p.leader_id, p.leader_epoch = 3, 6
+        p.make_follower()
+        assert fut.result() == ErrorCode.not_leader_or_follower
+
+    asyncio.run(main())
+
+
 def test_ineligible_follower_never_proposed(tmp_path: Path) -> None:
     """KIP-841: a fenced / shutting-down broker (or a stale broker epoch) is not added."""
     p, proposals = _leader(tmp_path, isr=(1, 2))

@@ -223,8 +223,15 @@ class Partition:
     def complete_isr_change(
         self, generation: int, isr: tuple[int, ...] | None, partition_epoch: int, leader_epoch: int
     ) -> None:
-        """The controller's answer: adopt the committed ISR (it may beat the metadata update)."""
+        """The controller's answer: adopt the committed ISR (it may beat the metadata update).
+        An answer under a newer leader epoch means another leader was elected meanwhile (a
+        reassignment that completed on this very expansion, say): this leader is stale, and keeps
+        the maximal ISR for its high watermark until the metadata update makes it a follower, as
+        Kafka's Partition does; falling back to its old, smaller ISR would commit, and acknowledge,
+        records the new leader may not have."""
         if self.pending_isr is None or self.pending_isr.generation != generation:
+            return
+        if isr is not None and leader_epoch > self.leader_epoch:
             return
         self.pending_isr = None
         if isr is not None and leader_epoch == self.leader_epoch and partition_epoch > self.partition_epoch:

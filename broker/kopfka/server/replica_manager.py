@@ -416,6 +416,9 @@ class ReplicaManager:
             return
         if res.error != ErrorCode.none:
             log.info("AlterPartition for %s-%d refused: %s", part.topic, part.partition, res.error.name)
+            if res.error in (ErrorCode.fenced_leader_epoch, ErrorCode.invalid_update_version):
+                # our view is stale: keep the maximal ISR until the metadata update settles it
+                return
             if res.error in (ErrorCode.ineligible_replica, ErrorCode.operation_not_attempted):
                 await asyncio.sleep(0.2)  # don't hammer the controller with the same proposal
             part.complete_isr_change(generation, None, -1, -1)
