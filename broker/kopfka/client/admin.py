@@ -81,6 +81,29 @@ class Reassignment:
     removing: list[int]
 
 
+@dataclass
+class ReplicaLog:
+    """One replica's log in a log dir (DescribeLogDirs): a future log is an intra-broker move
+    under way; its offset lag is how far it trails the current log."""
+
+    size: int
+    offset_lag: int
+    is_future: bool
+
+
+@dataclass
+class LogDirInfo:
+    """One log dir of the broker asked (DescribeLogDirs v5): an offline dir has an error and
+    no replicas; sizes are -1 when unknown."""
+
+    path: str
+    error: ErrorCode
+    total_bytes: int
+    usable_bytes: int
+    cordoned: bool
+    replicas: dict[tuple[str, int], ReplicaLog] = field(default_factory=dict)
+
+
 def _topic_info(t: Any) -> TopicInfo | AdminError:
     """A Metadata answer's topic, or its error."""
     code = ErrorCode(int(t.error_code))
@@ -486,3 +509,54 @@ class Admin:
         """UnregisterBroker: the broker's registration goes (it must be shut down)."""
         resp = await self.conn.request(64, 0, {"broker_id": broker_id})
         _check(resp.error_code, resp.error_message)
+
+    async def describe_log_dirs(self, topics: Mapping[str, Sequence[int]] | None = None) -> list[LogDirInfo]:
+        """DescribeLogDirs of the broker this connection is to (every partition, or the given
+        ones): its dirs with their space, cordoning and the replicas (current and future) in each."""
+        body = {
+            "topics": None if topics is None else [{"topic": t, "partitions": list(ps)} for t, ps in topics.items()]
+        }
+        resp = await self.conn.request(35, 5, body)
+        _check(resp.error_code)
+        out = []
+        for r in resp.results:
+            replicas = {
+                (t.name, int(p.partition_index)): ReplicaLog(
+                    int(p.partition_size), int(p.offset_lag), bool(p.is_future_key)
+                )
+                for t in r.topics
+                for p in t.partitions
+            }
+            out.append(
+                LogDirInfo(
+                    r.log_dir,
+                    ErrorCode(int(r.error_code)),
+                    int(r.total_bytes),
+                    int(r.usable_bytes),
+                    bool(getattr(r, "is_cordoned", False)),
+                    replicas,
+                )
+            )
+        return out
+
+    async def alter_replica_log_dirs(
+        self, moves: Mapping[tuple[str, int], str]
+    ) -> dict[tuple[str, int], AdminError | None]:
+        """AlterReplicaLogDirs on the broker this connection is to: (topic, partition) -> the dir
+        its replica is to live in. REPLICA_NOT_AVAILABLE: the broker does not host it yet, and
+        will create it in that dir when it arrives."""
+        if not moves:
+            return {}
+        by_dir: dict[str, dict[str, list[int]]] = {}
+        for (topic, part), path in sorted(moves.items()):
+            by_dir.setdefault(path, {}).setdefault(topic, []).append(part)
+        body = {
+            "dirs": [
+                {"path": path, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+                for path, topics in by_dir.items()
+            ]
+        }
+        resp = await self.conn.request(34, 2, body)
+        return {
+            (r.topic_name, int(p.partition_index)): _error(p.error_code) for r in resp.results for p in r.partitions
+        }

@@ -134,6 +134,9 @@ class LogManager:
         self.values: Mapping[str, Any] = server_config if server_config is not None else {}
         self.current_logs: dict[TopicPartition, UnifiedLog] = {}
         self.future_logs: dict[TopicPartition, UnifiedLog] = {}
+        # preferredLogDirs: where a replica not hosted yet is to be created (AlterReplicaLogDirs
+        # sent before the reassignment that brings it here); used once, then forgotten
+        self.preferred_log_dirs: dict[TopicPartition, Path] = {}
         self.offline_logs: dict[TopicPartition, UnifiedLog] = {}
         self.live_log_dirs: list[Path] = []
         self.directory_ids: dict[Path, str] = {}
@@ -516,7 +519,9 @@ class LogManager:
         if tp in self.offline_logs:
             raise KafkaError(ErrorCode.kafka_storage_error, f"the log dir of {tp[0]}-{tp[1]} is offline")
         with self._lock:
-            parent = self._next_dir()
+            preferred = self.preferred_log_dirs.pop(tp, None)
+            usable = preferred is not None and preferred in self.live_log_dirs and preferred not in self.cordoned
+            parent = preferred if usable and preferred is not None else self._next_dir()
             d = parent / log_file_utils.log_dir_name(*tp)
             try:
                 d.mkdir(parents=True, exist_ok=True)
@@ -773,6 +778,18 @@ class LogManager:
                 log.exception("log dir failure listener failed for %s", d)
 
     # --- intra-broker moves (AlterReplicaLogDirs) --------------------------------------------
+    def maybe_update_preferred_log_dir(self, tp: TopicPartition, dest: str) -> ErrorCode:
+        """A replica this broker does not host yet: remember the dir it is to be created in
+        (Kafka's maybeUpdatePreferredLogDir). The answer is still REPLICA_NOT_AVAILABLE, as
+        Kafka's: the move itself happens when the replica arrives."""
+        target = Path(dest).resolve()
+        if target not in self.log_dirs:
+            return ErrorCode.log_dir_not_found
+        if target not in self.live_log_dirs:
+            return ErrorCode.kafka_storage_error
+        self.preferred_log_dirs[tp] = target
+        return ErrorCode.replica_not_available
+
     def alter_replica_log_dir(self, tp: TopicPartition, dest: str) -> ErrorCode:
         """Start moving the partition's replica to `dest` through a `-future` log."""
         target = Path(dest).resolve()

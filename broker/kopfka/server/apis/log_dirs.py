@@ -1,5 +1,6 @@
 """DescribeLogDirs and AlterReplicaLogDirs (seed 001): inspect the broker's log dirs and
-drain a disk by moving replicas to another dir through `-future` logs."""
+drain a disk by moving replicas to another dir through `-future` logs. A replica not hosted yet
+gets the dir as its preferred one (created there when a reassignment brings it)."""
 
 from __future__ import annotations
 
@@ -90,7 +91,7 @@ async def handle_alter_replica_log_dirs(ctx: RequestContext, req: Any) -> dict[s
                 if not may_alter:
                     code = ErrorCode.cluster_authorization_failed
                 elif tp not in rm.partitions and tp not in lm.offline_logs:
-                    code = ErrorCode.replica_not_available
+                    code = lm.maybe_update_preferred_log_dir(tp, d.path)
                 else:
                     code = lm.alter_replica_log_dir(tp, d.path)
                 out[t.name].append({"partition_index": p, "error_code": code})
