@@ -441,10 +441,21 @@ def _kafkacluster_spec() -> Schema:
                 {
                     "onScaleUp": _bool("Spread replicas onto new brokers when brokers are added.", True),
                     "throttleBytesPerSecond": _int(
-                        "Replication throttle for the moves (bytes/s per broker); 0: unthrottled.", 0, default=0
+                        "Replication throttle for the moves (bytes/s per broker; for a move between "
+                        "the log dirs of one broker, replica.alter.log.dirs.io.max.bytes.per.second); "
+                        "0: unthrottled. The throttles come off when the moves are done.",
+                        0,
+                        default=0,
+                    ),
+                    "maxConcurrentMoves": _int(
+                        "How many partition moves (reassignments, or moves between log dirs) run at "
+                        "once; the next start as these finish.",
+                        1,
+                        1000,
+                        default=5,
                     ),
                 },
-                "Data movement when brokers are added or removed.",
+                "Data movement when brokers are added or removed, or a JBOD volume is removed.",
             ),
             "rollingUpdate": _obj(
                 {

@@ -22,6 +22,7 @@ from . import GROUP, VERSION
 from .autoscale.driver import Autoscaler
 from .kube import ApiError, KubeApi
 from .naming import LABEL_CLUSTER, MANAGED_BY, pool_name
+from .rebalance.mover import MoverFactory
 from .reconcile import delete_claims, reconcile, refresh_status
 from .resource_handlers import ResourceConfig, register_topics
 from .roll.kafka_view import AdminKafkaView, KafkaView
@@ -53,7 +54,11 @@ class OperatorConfig:
     # How often the roller looks at a cluster (cheap when nothing is stale: two list calls).
     roll_interval_seconds: float = 3.0
     kafka_view: Callable[[Mapping[str, Any], ClientSecurity | None], KafkaView | None] = default_view
-    data_mover: Callable[[Mapping[str, Any], KafkaView | None], DataMover | None] | None = None
+    # The scaler's data mover for a cluster body, with the operator's credentials for it (None:
+    # scaling moves no data, waits instead).
+    data_mover: Callable[[Mapping[str, Any], ClientSecurity | None], Awaitable[DataMover | None]] | None = field(
+        default_factory=MoverFactory
+    )
 
 
 def configure_settings(settings: kopf.OperatorSettings) -> None:
@@ -136,6 +141,8 @@ def register(
         await autoscaler.close()
         if "current" in apis:
             await apis.pop("current").close()
+        if isinstance(cfg.data_mover, MoverFactory):
+            await cfg.data_mover.pool.close()
 
     @kopf.on.resume(GROUP, VERSION, PLURAL, registry=registry)
     @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry)
@@ -190,8 +197,9 @@ def register(
         if ctx is None:
             ctx = roll_contexts[key] = RollContext(api(), None, emit)
         ctx.api, ctx.emit, ctx.blocked_timeout = api(), emit, timeout
-        ctx.view = cfg.kafka_view(body, await credentials.for_body(api(), body))
-        scaled = await _scale(body, ctx.view, emit)
+        security = await credentials.for_body(api(), body)
+        ctx.view = cfg.kafka_view(body, security)
+        scaled = await _scale(body, ctx.view, emit, security)
         patch = await roll_step(ctx, body)
         if scaled is not None:
             patch = {**(patch or {}), "scale": scaled}
@@ -213,7 +221,9 @@ def register(
             return None
         return await autoscaler.step(api(), body, spec, view, emit)
 
-    async def _scale(body: kopf.Body, view: KafkaView | None, emit: Callable[[str, str, str], None]) -> Any:
+    async def _scale(
+        body: kopf.Body, view: KafkaView | None, emit: Callable[[str, str, str], None], security: ClientSecurity | None
+    ) -> Any:
         try:
             spec = parse_spec(body.get("spec") or {}, cfg.default_image)
         except SpecError:
@@ -228,13 +238,15 @@ def register(
                 running[pool.role] = int((sts.get("spec") or {}).get("replicas") or 0)
                 sets[pool.role] = sts
         admin = view if isinstance(view, AdminKafkaView) else None
-        mover = cfg.data_mover(body, view) if cfg.data_mover is not None else None
+        mover = await cfg.data_mover(body, security) if cfg.data_mover is not None else None
         return await scale_step(ScaleContext(view, admin, mover, emit, api()), body, spec, running, sets)
 
     @kopf.on.delete(GROUP, VERSION, PLURAL, registry=registry)
     @_retry_on_api_errors
     async def deleted(body: kopf.Body, logger: logging.Logger, **_: Any) -> None:
         claims = await delete_claims(api(), body)
+        if isinstance(cfg.data_mover, MoverFactory):
+            await cfg.data_mover.pool.forget((body.metadata.namespace or "", body.metadata.name or ""))
         if claims:
             logger.info("deleted PVCs of deleteClaim volumes: %s", ", ".join(claims))
 

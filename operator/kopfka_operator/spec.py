@@ -150,6 +150,15 @@ class PodTemplate:
 
 
 @dataclass(frozen=True)
+class RebalanceSpec:
+    """spec.rebalance: how the data mover moves replicas (scale up/down, JBOD disk removal)."""
+
+    on_scale_up: bool = True
+    throttle_bytes_per_second: int = 0  # 0: unthrottled
+    max_concurrent_moves: int = 5
+
+
+@dataclass(frozen=True)
 class ClusterSpec:
     image: str
     brokers: Pool
@@ -165,6 +174,7 @@ class ClusterSpec:
     authorization: Authorization | None = None
     cluster_ca: CertificateAuthority = field(default_factory=CertificateAuthority)
     clients_ca: CertificateAuthority = field(default_factory=CertificateAuthority)
+    rebalance: RebalanceSpec = field(default_factory=RebalanceSpec)
 
     @property
     def secured(self) -> bool:
@@ -446,6 +456,21 @@ def parse_spec(spec: Mapping[str, Any], default_image: str | None = None) -> Clu
         rack_topology_key=_get(rack, "topologyKey", str, "spec.brokers.rack") if rack else None,
         pod_template=_pod_template(_get(spec, "podTemplate", Mapping, "spec") or {}),
         metadata_version=_metadata_version(spec.get("metadataVersion")),
+        rebalance=parse_rebalance(spec),
+    )
+
+
+def parse_rebalance(spec: Mapping[str, Any]) -> RebalanceSpec:
+    raw = _get(spec, "rebalance", Mapping, "spec") or {}
+    where = "spec.rebalance"
+    return RebalanceSpec(
+        on_scale_up=bool(_get(raw, "onScaleUp", bool, where, True)),
+        throttle_bytes_per_second=_ranged(
+            _get(raw, "throttleBytesPerSecond", int, where, 0), 0, 2**63 - 1, f"{where}.throttleBytesPerSecond"
+        ),
+        max_concurrent_moves=_ranged(
+            _get(raw, "maxConcurrentMoves", int, where, 5), 1, 1000, f"{where}.maxConcurrentMoves"
+        ),
     )
 
 

@@ -15,7 +15,7 @@ kopf handlers turn them into status, events and retries.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,16 +24,21 @@ from kopfka.client.admin import Admin, AdminError, CreatedTopic, NewTopic, Reass
 from kopfka.protocol.errors import ErrorCode
 
 from .kafka_pool import Outcome, reason_of
+from .throttles import (
+    DELETE,
+    REPLICA_KEYS,
+    SET,
+    TOPIC,
+    NodeAdmin,
+    alter_brokers,
+    clear_broker_throttles,
+    rate_ops,
+    replica_throttles,
+)
 
-TOPIC, BROKER = 2, 4  # config resource types
-SET, DELETE = 0, 1  # IncrementalAlterConfigs operations
 DYNAMIC_TOPIC_CONFIG = 1  # DescribeConfigs config_source of a topic override
-LEADER_REPLICAS = "leader.replication.throttled.replicas"
-FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
-LEADER_RATE = "leader.replication.throttled.rate"
-FOLLOWER_RATE = "follower.replication.throttled.rate"
 # Set on the topic by the reassignment while it runs, not part of spec.config.
-THROTTLE_KEYS = frozenset({LEADER_REPLICAS, FOLLOWER_REPLICAS})
+THROTTLE_KEYS = frozenset(REPLICA_KEYS)
 
 # Kafka errors that no retry can fix: the spec must change.
 REFUSALS = frozenset(
@@ -47,10 +52,6 @@ REFUSALS = frozenset(
         ErrorCode.invalid_request,
     }
 )
-
-
-# (node id, host:port) -> a connection to that broker
-NodeAdmin = Callable[[int, str], Awaitable[Admin]]
 
 
 @dataclass(frozen=True)
@@ -291,7 +292,7 @@ async def _apply_batch(
 
     started = await _change_replication(admin, nodes, items, rf_changes, existing, out, settings) if rf_changes else 0
     if finished and not ongoing and not started:
-        await _clear_broker_throttles(admin, nodes)
+        await clear_broker_throttles(admin, nodes)
     return out
 
 
@@ -399,26 +400,22 @@ async def _change_replication(
             )
             outcome.drift = []
             continue
-        leader_side, follower_side = [], []
+        topic_moves = []
         for p in ex.info.partitions:
             now = list(p.replicas)
             wanted = plan_replicas(now, target, live, load)
             if wanted == now:
                 continue
             moves[(w.topic_name, p.partition)] = wanted
-            involved.update(now, wanted)
-            leader_side += [f"{p.partition}:{b}" for b in now]
-            follower_side += [f"{p.partition}:{b}" for b in wanted if b not in now]
-        ops: list[tuple[str, int, str | None]] = [(LEADER_REPLICAS, SET, ",".join(leader_side))]
-        if follower_side:
-            ops.append((FOLLOWER_REPLICAS, SET, ",".join(follower_side)))
-        throttles[(TOPIC, w.topic_name)] = ops
+            topic_moves.append((w.topic_name, p.partition, now, wanted))
+        ops, brokers_involved = replica_throttles(topic_moves)
+        involved |= brokers_involved
+        throttles[(TOPIC, w.topic_name)] = ops.get(w.topic_name, [])
         started.append(i)
     if not started:
         return 0
-    rate = str(settings.throttle_bytes_per_second)
-    rates: list[tuple[str, int, str | None]] = [(LEADER_RATE, SET, rate), (FOLLOWER_RATE, SET, rate)]
-    await _alter_brokers(nodes, {b: rates for b in sorted(involved) if b in addresses}, addresses)
+    rates = rate_ops(settings.throttle_bytes_per_second)
+    await alter_brokers(nodes, {b: rates for b in sorted(involved) if b in addresses}, addresses)
     throttled = await admin.incremental_alter_configs_many(throttles)
     results = await admin.alter_partition_reassignments(moves)
     for i in started:
@@ -449,26 +446,6 @@ async def _change_replication(
             )
         )
     return len(started)
-
-
-async def _clear_broker_throttles(admin: Admin, nodes: NodeAdmin) -> None:
-    """No reassignment runs any more: the brokers' throttle rates come off."""
-    brokers, _, _ = await admin.metadata([])
-    addresses = {b: f"{host}:{port}" for b, (host, port, _) in brokers.items()}
-    clear: list[tuple[str, int, str | None]] = [(LEADER_RATE, DELETE, None), (FOLLOWER_RATE, DELETE, None)]
-    await _alter_brokers(nodes, {b: clear for b in sorted(brokers)}, addresses)
-
-
-async def _alter_brokers(
-    nodes: NodeAdmin, ops: dict[int, list[tuple[str, int, str | None]]], addresses: dict[int, str]
-) -> None:
-    """Each broker's own config, altered on that broker (a failure raises: the batch retries)."""
-    for node, node_ops in ops.items():
-        admin = await nodes(node, addresses[node])
-        result = await admin.incremental_alter_configs_many({(BROKER, str(node)): node_ops})
-        err = result.get((BROKER, str(node)))
-        if err is not None:
-            raise err
 
 
 def _now() -> str:

@@ -375,7 +375,7 @@ async def test_storage_changes_are_all_or_nothing_and_an_added_volume_recreates_
     cluster = await eventually(lambda: _scale_state(api, "removeVolumes"))
     state = cluster["status"]["scale"]["broker"]
     assert state["removeVolumes"] == [2] and state["deleteClaims"] == [2], state
-    assert "waiting to move the replicas off volume(s) [2]" in state["volumes"], state
+    assert "moving replicas off volume(s) [2]: waiting for the cluster: cannot connect" in state["volumes"], state
     assert (await get(api, "StatefulSet", "demo-broker"))["spec"] == before["spec"]
     await eventually(lambda: _condition_is(api, "demo", "Warning", "False"))
     # Once emptied (the data mover's verdict, written here by hand), the set is re-created

@@ -17,8 +17,8 @@ def make_cluster(tmp_path: Path) -> Iterator[Any]:
     """Build (format) and start clusters of 1 controller + N brokers; SIGKILLed on teardown."""
     made: list[Any] = []
 
-    def make(brokers: int = 3, props: dict[str, str] | None = None, start: bool = True) -> Any:
-        c = new_cluster(tmp_path / f"c{len(made)}", brokers, props)
+    def make(brokers: int = 3, props: dict[str, str] | None = None, start: bool = True, dirs: int = 1) -> Any:
+        c = new_cluster(tmp_path / f"c{len(made)}", brokers, props, dirs=dirs)
         made.append(c)
         if start:
             c.start()

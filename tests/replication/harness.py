@@ -36,11 +36,37 @@ REPLICATION = {
 
 
 def new_cluster(
-    root: Path, brokers: int = 3, props: dict[str, str] | None = None, *, own_sessions: bool = False
+    root: Path, brokers: int = 3, props: dict[str, str] | None = None, *, own_sessions: bool = False, dirs: int = 1
 ) -> Cluster:
+    """Formatted, not started; `dirs` > 1: each broker has that many log dirs (JBOD)."""
     c = Cluster(root, 1, brokers, dynamic=True, props={**REPLICATION, **(props or {})}, own_sessions=own_sessions)
+    for b in c.brokers:
+        _jbod(b, dirs)
     c.format_all()
     return c
+
+
+def _jbod(node: Node, dirs: int) -> None:
+    if dirs > 1:
+        node.props = {**node.props, "log.dirs": ",".join(str(d) for d in log_dirs(node, dirs))}
+
+
+def log_dirs(node: Node, dirs: int) -> list[Path]:
+    """The log dirs a broker made with `dirs` > 1 has."""
+    return [node.dir / f"logs{i}" for i in range(dirs)]
+
+
+def add_broker(c: Cluster, dirs: int = 1) -> Node:
+    """The next broker id joins the running cluster (formatted with its cluster id, started)."""
+    node_id = max(b.node_id for b in c.brokers) + 1
+    node = Node(c.root, node_id, "broker", f"127.0.0.{21 + node_id}", props=c.props)
+    _jbod(node, dirs)
+    node.write_config(c.quorum_props())
+    res = node.format(c.cluster_id)
+    assert res.returncode == 0, res.stderr
+    c.brokers.append(node)
+    node.start().wait_ready()
+    return node
 
 
 def broker(c: Cluster, node_id: int) -> Node:

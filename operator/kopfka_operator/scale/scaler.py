@@ -34,7 +34,8 @@ Emit = Callable[[str, str, str], None]
 
 
 class DataMover(Protocol):
-    """Moves replicas for the scaler: one bounded step per call, resumable, (done, progress)."""
+    """Moves replicas for the scaler: one bounded step per call, resumable, (done, progress).
+    The operator's is rebalance.mover.Mover."""
 
     async def evacuate(self, brokers: list[int]) -> tuple[bool, str]: ...
     async def spread(self, brokers: list[int]) -> tuple[bool, str]: ...
@@ -290,7 +291,7 @@ async def scale_step(
     before = status.get("scale") or {}
     after: dict[str, Any] = {}
     rolling = (status.get("roll") or {}).get("phase") in ("Rolling", "Blocked")
-    on_scale_up = bool(((body.get("spec") or {}).get("rebalance") or {}).get("onScaleUp", True))
+    on_scale_up = spec.rebalance.on_scale_up
     for pool in spec.pools:
         state = dict(before.get(pool.role) or {})
         if pool.role in running:
