@@ -285,7 +285,7 @@ async def running_kopf(
         assert not thread.is_alive(), "kopf did not stop"
 
 
-async def eventually(probe: Callable[[], Any], timeout: float = 15.0, interval: float = 0.05) -> Any:
+async def eventually(probe: Callable[[], Any], timeout: float = 30.0, interval: float = 0.05) -> Any:
     """Poll an async probe until it returns something truthy (its last error is re-raised)."""
     deadline = asyncio.get_running_loop().time() + timeout
     while True:

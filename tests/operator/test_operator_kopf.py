@@ -78,7 +78,8 @@ async def operator(k8s: Any) -> AsyncIterator[None]:
 
 
 def condition(status: dict[str, Any], type_: str) -> dict[str, Any]:
-    return next(c for c in status.get("conditions", []) if c["type"] == type_)
+    """The condition, or {} while the operator has not written it yet (a probe polls again)."""
+    return next((c for c in status.get("conditions", []) if c["type"] == type_), {})
 
 
 async def get(api: KubeApi, kind: str, name: str) -> dict[str, Any]:
@@ -333,7 +334,7 @@ async def _with_status(api: KubeApi, name: str, *keys: str) -> dict[str, Any] | 
 
 async def _condition_is(api: KubeApi, name: str, type_: str, value: str) -> dict[str, Any] | None:
     obj = await _with_status(api, name, "conditions")
-    if obj and condition(obj["status"], type_)["status"] == value:
+    if obj and condition(obj["status"], type_).get("status") == value:
         return obj
     return None
 
