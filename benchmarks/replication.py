@@ -39,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cpu_wait
 import hop_floor
+import pace
 import stage_breakdown
 
 Row = tuple[float, float, int, int]  # produce call, received (perf_counter), partition, offset
@@ -116,9 +117,7 @@ def e2e_rows(bootstrap: str, topic: str, acks: str, rate: int, seconds: float) -
         n = int(rate * seconds)
         t0 = time.perf_counter()
         for i in range(n):
-            target = t0 + i / rate
-            while (now := time.perf_counter()) < target:
-                p.poll(max(0.0, min(target - now, 0.001)))
+            pace.wait_until(p, t0 + i / rate)  # sleeps: a poll(<1 ms) loop would spin a core
             while True:  # the brokers fell behind the rate: the record waits (and its latency shows it)
                 try:
                     p.produce(topic, struct.pack(">d", time.perf_counter()) + b"x" * 92)

@@ -38,6 +38,7 @@ sys.path[:0] = [
     str(HERE.parent / "tests" / "kraft"),
 ]
 
+import pace  # noqa: E402  (benchmarks/pace.py)
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from kafka_ref import SERVER_JVM_KAFKA_DEFAULTS, KafkaCluster, KafkaUnavailable, kafka_home  # noqa: E402
@@ -246,9 +247,7 @@ def latency(bootstrap: str, topic: str, rate: float, seconds: float) -> tuple[fl
     n = int(rate * seconds)
     t0 = time.perf_counter()
     for i in range(n):
-        due = t0 + i / rate
-        while (now := time.perf_counter()) < due:
-            p.poll(min(due - now, 0.001))
+        pace.wait_until(p, t0 + i / rate)  # sleeps: a poll(<1 ms) loop would spin a core
         p.produce(topic, struct.pack(">d", time.perf_counter()) + pad, partition=0)
     p.flush(60)
     time.sleep(2)
