@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 import uuid
 
 ZERO_UUID = uuid.UUID(int=0)
@@ -18,10 +19,18 @@ def random_uuid() -> uuid.UUID:
             return u
 
 
+# Both conversions are pure and ask for the same few topic ids on every produce and fetch
+# (a request names topics by id, a response carries them): remembered, a lookup instead of a
+# base64 round and a UUID construction each time. Bounded, as requests may name any id.
+_CACHED = 8192
+
+
+@functools.lru_cache(maxsize=_CACHED)
 def to_str(u: uuid.UUID) -> str:
     return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
 
 
+@functools.lru_cache(maxsize=_CACHED)
 def from_str(s: str) -> uuid.UUID:
     s = s.strip()
     if len(s) != 22:
