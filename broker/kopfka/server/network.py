@@ -21,12 +21,20 @@ import logging
 import os
 import time
 from collections import deque
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from kopfka.protocol.api_versions import API_VERSIONS_KEY, is_supported
 from kopfka.protocol.entity_builder import build
-from kopfka.protocol.framing import FrameError, FrameReceiver, decode_request, encode_response, peek_header
+from kopfka.protocol.framing import (
+    PRODUCE_KEY,
+    FrameError,
+    FrameReceiver,
+    decode_request,
+    encode_response,
+    peek_header,
+)
+from kopfka.protocol.produce_response import encode_produce_response
 from kopfka.protocol.schemas import load_response_schema
 from kopfka.quota.throttling import admit_connection, finish_request, release_connection
 from kopfka.quota.work_time import WorkTimed
@@ -43,6 +51,8 @@ from kopfka.timeouts import wait_quietly
 log = logging.getLogger(__name__)
 load_all()
 
+# answers on the path of every write, encoded by hand from the handler's dict (None: kio)
+HAND_ENCODERS: dict[int, Callable[[int, int, Any], bytes | None]] = {PRODUCE_KEY: encode_produce_response}
 SENDFILE_THRESHOLD = 64 * 1024
 TLS_WRITE_CHUNK = 1024 * 1024  # file bytes read per write on TLS connections (no sendfile there)
 PLAINTEXT_LISTENER = ListenerSecurity("PLAINTEXT", PLAINTEXT)
@@ -365,8 +375,12 @@ class Connection(asyncio.BufferedProtocol):
         if isinstance(result, RawResponse):
             await self.write_chunks(result.chunks, result.size)
         else:
-            schema = load_response_schema(hdr.api_key, hdr.api_version)
-            self.write(encode_response(hdr.api_key, hdr.api_version, hdr.correlation_id, build(schema, result)))
+            hand = HAND_ENCODERS.get(hdr.api_key)
+            data = hand(hdr.api_version, hdr.correlation_id, result) if hand is not None else None
+            if data is None:
+                schema = load_response_schema(hdr.api_key, hdr.api_version)
+                data = encode_response(hdr.api_key, hdr.api_version, hdr.correlation_id, build(schema, result))
+            self.write(data)
         await self.drain()
         if mute_ms:  # throttled: the response is out, the connection's next request waits
             await asyncio.sleep(mute_ms / 1000)
