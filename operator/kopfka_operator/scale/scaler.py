@@ -202,6 +202,8 @@ async def _brokers(ctx: ScaleContext, pool: Pool, running: int, state: dict[str,
         return
     state.pop("refused", None)
     state.pop("dataShrinkTo", None)
+    if not state.get("spreadTo"):
+        state.pop("data", None)  # the last shrink's progress line is history now
     if state.get("unregister") and ctx.admin is not None:
         left = []
         for node in state["unregister"]:
