@@ -93,6 +93,12 @@ class ReplicationQuota:
         now = time.monotonic()
         return now < self.pace_next or self.sensor.value(now * 1000) > self.sensor.bound
 
+    def free_at(self) -> float:
+        """When (monotonic seconds) the next throttled chunk may move: the pacing point, or a short
+        while when it is the windowed rate that is over the bound."""
+        now = time.monotonic()
+        return self.pace_next if self.pace_next > now else now + 0.05
+
     def record(self, n: int) -> None:
         if self.sensor.bound is not None and n > 0:
             now = time.monotonic()
@@ -238,6 +244,7 @@ class ReplicaFetcher:
         self.fetcher_id = fetcher_id
         cfg = manager.config
         self.max_wait_ms = int(cfg["replica.fetch.wait.max.ms"])
+        self._throttled_out = False  # the last _ready left a throttled partition out
         self.min_bytes = int(cfg["replica.fetch.min.bytes"])
         self.max_bytes = int(cfg["replica.fetch.response.max.bytes"])
         self.partition_max_bytes = int(cfg["replica.fetch.max.bytes"])
@@ -310,6 +317,7 @@ class ReplicaFetcher:
     def _ready(self) -> list[tuple[TopicPartition, Partition]]:
         now = time.monotonic()
         out = []
+        self._throttled_out = False
         for tp, not_before in self.partitions.items():
             part = self.rm.partitions.get(tp)
             if part is None or part.is_leader or part.leader_id != self.leader_id or not_before > now:
@@ -321,6 +329,7 @@ class ReplicaFetcher:
                 and self.manager.is_follower_throttled(tp)
                 and self.manager.follower_quota.exceeded()
             ):
+                self._throttled_out = True
                 continue  # in-sync replicas are never held back (Kafka's shouldFollowerThrottle)
             out.append((tp, part))
         return out
@@ -394,9 +403,14 @@ class ReplicaFetcher:
 
     def _max_wait_ms(self) -> int:
         """replica.fetch.wait.max.ms, or less: the long poll must not outlast the pause of a
-        partition left out of it (LEADER_CATCH_UP_S is far shorter than the poll)."""
+        partition left out of it (LEADER_CATCH_UP_S is far shorter than the poll), nor the
+        follower throttle's, which would leave a paced rate mostly unused (a kopfka deviation:
+        Kafka's fetcher long-polls the other partitions for the whole wait)."""
         now = time.monotonic()
-        soonest = min((nb for nb in self.partitions.values() if nb > now), default=None)
+        pauses = [nb for nb in self.partitions.values() if nb > now]
+        if self._throttled_out:
+            pauses.append(self.manager.follower_quota.free_at())
+        soonest = min(pauses, default=None)
         if soonest is None:
             return self.max_wait_ms
         return max(0, min(self.max_wait_ms, int((soonest - now) * 1000) + 1))

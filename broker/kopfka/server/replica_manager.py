@@ -325,10 +325,14 @@ class ReplicaManager:
         isolation: str = "high_watermark",
         from_follower: bool = False,
         held_back: Set[TopicPartition] = frozenset(),
+        held_until: float | None = None,
     ) -> dict[TopicPartition, FetchPartitionData]:
         """Read now; if less than min_bytes is ready, wait (long poll) for new data or the deadline.
-        `held_back` partitions (replication throttle) are answered without records."""
+        `held_back` partitions (replication throttle) are answered without records, and the wait
+        ends at `held_until` (monotonic), when the throttle lets them move again."""
         deadline = time.monotonic() + max_wait_ms / 1000
+        if held_back and held_until is not None:
+            deadline = min(deadline, held_until)
         loop = asyncio.get_running_loop()
         while True:
             result, total = self._read_once(requests, max_bytes, isolation, from_follower, held_back)
@@ -460,7 +464,10 @@ class ReplicaManager:
                 fetchers = self.fetchers
                 if fetchers is not None and replica_id not in part.isr and fetchers.is_leader_throttled(req.tp):
                     if fetchers.leader_holds_back(part, replica_id):
-                        held.add(req.tp)  # no data, and no wake-up by its appends: the long poll waits out
+                        # no data, and no wake-up by its appends: the long poll lasts until the
+                        # throttle frees (a kopfka deviation: Kafka waits replica.fetch.wait.max.ms,
+                        # which leaves a paced rate mostly unused)
+                        held.add(req.tp)
                     else:
                         req = replace(req, max_bytes=fetchers.leader_quota.chunk(req.max_bytes))
                 reads.append(req)
@@ -474,6 +481,7 @@ class ReplicaManager:
                 max_wait_ms=0 if early else max_wait_ms,
                 from_follower=True,
                 held_back=held,
+                held_until=self.fetchers.leader_quota.free_at() if held and self.fetchers is not None else None,
             )
             if reads
             else {}
