@@ -11,35 +11,23 @@ fresh connection (nothing carried over, as after an operator restart) makes one 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
 from harness import add_broker, broker, create_topic, describe, log_dirs, run, run_scenario, wait_full_isr, wait_until
 from kopfka.client.admin import Admin
 from kopfka_operator.kafka_pool import ClusterAdmin
 from kopfka_operator.rebalance.cluster import ClusterState, read_cluster
 from kopfka_operator.rebalance.model import Plan
-from kopfka_operator.rebalance.mover import Mover, MoverSettings
+from kopfka_operator.rebalance.mover import MoverSettings
 from kopfka_operator.throttles import ALTER_LOG_DIRS_RATE, BROKER, RATE_KEYS, REPLICA_KEYS, TOPIC
+from mover_steps import drive, fill, tick
 
 pytestmark = pytest.mark.timeout(180)
 
 DYNAMIC = {BROKER: 2, TOPIC: 1}  # DescribeConfigs config_source of an own override
 MB = 1 << 20
-
-
-def fill(bootstrap: str, topic: str, partitions: int, per_partition: int) -> None:
-    """Bulk data (unique values) so that moves copy megabytes, not bytes."""
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20, "batch.size": 262144})
-    for part in range(partitions):
-        for i in range(per_partition // 1024):
-            p.produce(topic, f"fill-{part}-{i}-".encode().ljust(1024, b"."), partition=part)
-            if i % 500 == 0:
-                p.poll(0)
-    assert p.flush(60) == 0
 
 
 def bulk_and_live(c: Any, partitions: int, per_partition: int) -> list[str]:
@@ -49,46 +37,6 @@ def bulk_and_live(c: Any, partitions: int, per_partition: int) -> list[str]:
     fill(c.bootstrap(), "bulk", partitions, per_partition)
     wait_full_isr(c, "bulk")
     return ["bulk", "live"]
-
-
-def tick(
-    bootstrap: str, settings: MoverSettings, call: Callable[[Mover], Awaitable[tuple[bool, str]]]
-) -> tuple[bool, str, Mover]:
-    async def go() -> tuple[bool, str, Mover]:
-        admin = ClusterAdmin(bootstrap)
-        mover = Mover(admin, settings)
-        try:
-            return (*await call(mover), mover)
-        finally:
-            await admin.close()
-
-    return run(go())  # type: ignore[no-any-return]
-
-
-def drive(
-    bootstrap: str,
-    settings: MoverSettings,
-    call: Callable[[Mover], Awaitable[tuple[bool, str]]],
-    watch: Callable[[], None] = lambda: None,
-    timeout: float = 90,
-) -> tuple[list[str], list[Plan]]:
-    """Ticks until the mover says done; `watch` looks at the cluster between ticks. Returns
-    what it said and the plans of the steps that started moves."""
-    said: list[str] = []
-    plans: list[Plan] = []
-    deadline = time.monotonic() + timeout
-    while True:
-        done, progress, mover = tick(bootstrap, settings, call)
-        if not said or said[-1] != progress:
-            print(f"mover: {progress}", flush=True)
-        said.append(progress)
-        if " started" in progress and mover.last_plan is not None:
-            plans.append(mover.last_plan)
-        if done:
-            return said, plans
-        assert time.monotonic() < deadline, f"the mover did not finish in {timeout} s: {said[-3:]}"
-        watch()
-        time.sleep(1.0)
 
 
 def state(bootstrap: str) -> ClusterState:
