@@ -246,9 +246,9 @@ class Mover:
         if not wanted:
             return
         results = await admin.elect_leaders(wanted, election_type=0)
-        for (t, p), code in sorted(results.items()):
+        for (topic, part), code in sorted(results.items()):
             if code not in (ErrorCode.none, ErrorCode.election_not_needed):
-                log.info("data mover: preferred leader of %s-%d not elected: %s", t, p, code.name)
+                log.info("data mover: preferred leader of %s-%d not elected: %s", topic, part, code.name)
 
     # --- reporting -------------------------------------------------------------------------------
     def _progress(self, state: ClusterState, plan: Plan, started: tuple[int, int], failed: list[str]) -> str:
