@@ -58,9 +58,10 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
   verbs: ["get", "create", "patch"]
+# statefulsets: delete (orphaning the pods) is how a set gets new volume claim templates (JBOD)
 - apiGroups: ["apps"]
   resources: ["statefulsets"]
-  verbs: ["get", "list", "watch", "create", "patch"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 # pods: delete is how the roller restarts a pod (the StatefulSet recreates it)
 - apiGroups: [""]
   resources: ["pods"]
