@@ -124,7 +124,16 @@ class Mover:
         if not plan.empty or state.ongoing or state.dir_moves:
             started, failed = await self._start(admin, state, plan)
             return False, self._progress(state, plan, started, failed)
-        # nothing left to move, nothing moving
+        # nothing left to move, nothing moving -- unless a replica still sits where it must not
+        # (the plan's word is not taken for it: an emptied disk is unmounted next)
+        left = [
+            f"{p.topic}-{p.partition}@{b}:{d}"
+            for p in state.model.partitions
+            for b, d in zip(p.replicas, p.dirs, strict=False)
+            if (b in goal.remove_brokers) or (d is not None and (b, d) in goal.remove_dirs)
+        ]
+        if left:
+            return False, f"{len(left)} replica(s) still on what is to be emptied, none planned: {', '.join(left[:5])}"
         await self._clear_throttles(admin, state)
         if not goal.remove_dirs or goal.add_brokers or goal.remove_brokers:
             await self._elect_preferred(admin, state)
