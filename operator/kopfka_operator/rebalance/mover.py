@@ -134,6 +134,14 @@ class Mover:
         ]
         if left:
             return False, f"{len(left)} replica(s) still on what is to be emptied, none planned: {', '.join(left[:5])}"
+        offline = [
+            f"{b.id}:{d.path}"
+            for b in state.model.brokers
+            for d in b.dirs
+            if not d.online and (b.id, d.path) in goal.remove_dirs
+        ]
+        if offline:  # an offline dir lists no replica: its emptiness cannot be seen
+            return False, f"log dir(s) offline, their replicas unknown: {', '.join(offline)}"
         await self._clear_throttles(admin, state)
         if not goal.remove_dirs or goal.add_brokers or goal.remove_brokers:
             await self._elect_preferred(admin, state)
