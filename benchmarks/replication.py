@@ -22,6 +22,7 @@ Usage: python benchmarks/replication.py [--messages 100000] [--sizes 100,1024] [
 from __future__ import annotations
 
 import argparse
+import json
 import signal
 import struct
 import sys
@@ -29,6 +30,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "replication"))
 
@@ -49,7 +51,12 @@ def load() -> str:
     return "load " + " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
-def throughput(bootstrap: str, topic: str, acks: str, n: int, size: int) -> float:
+def throughput(bootstrap: str, topic: str, acks: str, n: int, size: int) -> tuple[float, str]:
+    """(records/s, what the producer saw: produce requests in flight per leader and their round
+    trip). librdkafka's idempotent producer, the acks=all one here, keeps one produce request in
+    flight per broker connection whatever max.in.flight says (confluentinc/librdkafka PR 4989),
+    so its throughput is a batch per leader per round trip; the acks=1 producer pipelines."""
+    stats: list[dict[str, Any]] = []
     p = Producer(
         {
             "bootstrap.servers": bootstrap,
@@ -58,12 +65,15 @@ def throughput(bootstrap: str, topic: str, acks: str, n: int, size: int) -> floa
             "batch.size": 262144,
             "enable.idempotence": acks == "all",
             "queue.buffering.max.messages": 1_000_000,
+            "statistics.interval.ms": 200,
+            "stats_cb": lambda doc: stats.append(json.loads(doc)),
         }
     )
     payload = b"x" * size
     for _ in range(1000):
         p.produce(topic, payload)
     p.flush(60)
+    stats.clear()
     t0 = time.perf_counter()
     for _ in range(n):
         while True:
@@ -75,7 +85,23 @@ def throughput(bootstrap: str, topic: str, acks: str, n: int, size: int) -> floa
         p.poll(0)
     left = p.flush(300)
     assert left == 0, f"{left} records undelivered"
-    return n / (time.perf_counter() - t0)
+    return n / (time.perf_counter() - t0), _in_flight(stats)
+
+
+def _in_flight(stats: list[dict[str, Any]]) -> str:
+    """Mean produce requests awaiting an answer per leader, and the mean of the round-trip p50s."""
+    waiting, rtts = [], []
+    for doc in stats:
+        for b in doc.get("brokers", {}).values():
+            if b.get("nodeid", -1) >= 0 and b.get("rtt", {}).get("cnt", 0) > 0:
+                waiting.append(b["waitresp_cnt"])
+                rtts.append(b["rtt"]["p50"] / 1000)
+    if not waiting:
+        return "producer: no statistics"
+    return (
+        f"producer: {sum(waiting) / len(waiting):.1f} requests in flight per leader, "
+        f"round trip p50 {sum(rtts) / len(rtts):.1f} ms"
+    )
 
 
 def e2e_rows(bootstrap: str, topic: str, acks: str, rate: int, seconds: float) -> list[Row]:
@@ -183,10 +209,12 @@ def main() -> None:
             wait_full_isr(c, "rf3")
             wait_full_isr(c, "rf1")
             for size in (int(x) for x in args.sizes.split(",") if x for _ in range(args.rounds)):
-                t3 = throughput(boot, "rf3", "all", args.messages, size)
+                t3, f3 = throughput(boot, "rf3", "all", args.messages, size)
                 print(f"throughput  acks=all RF=3, {size} B: {t3:10.0f} rec/s ({t3 * size / 1e6:.1f} MB/s)  ({load()})")
-                t1 = throughput(boot, "rf1", "1", args.messages, size)
+                print(f"  {f3}")
+                t1, f1 = throughput(boot, "rf1", "1", args.messages, size)
                 print(f"throughput  acks=1   RF=1, {size} B: {t1:10.0f} rec/s ({t1 * size / 1e6:.1f} MB/s)  ({load()})")
+                print(f"  {f1}")
                 print(f"throughput ratio RF=3/RF=1, {size} B: {t3 / t1:.2f}", flush=True)
             for rate in (int(x) for x in args.rates.split(",") if x):
                 for _ in range(args.rounds):
