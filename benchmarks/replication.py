@@ -29,6 +29,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -104,8 +105,11 @@ def _in_flight(stats: list[dict[str, Any]]) -> str:
     )
 
 
-def e2e_rows(bootstrap: str, topic: str, acks: str, rate: int, seconds: float) -> list[Row]:
-    """Produce at `rate` for `seconds` (linger 0) and consume: one row per record received."""
+def e2e_rows(
+    bootstrap: str, topic: str, acks: str, rate: int, seconds: float, on_start: Callable[[], None] = lambda: None
+) -> list[Row]:
+    """Produce at `rate` for `seconds` (linger 0) and consume: one row per record received.
+    `on_start` is called when the measured records begin (after the warm-up)."""
     c = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -139,17 +143,14 @@ def e2e_rows(bootstrap: str, topic: str, acks: str, rate: int, seconds: float) -
         # producer-id timer fires (client-side), which alone made the p99 of the acks=all run
         p.produce(topic, b"warm-up")
         p.flush(30)
+        # then a second at the rate, not measured: a broker's first requests of each kind import
+        # kio's schema modules and build their readers on the event loop (10-80 ms each, seen in a
+        # stall dump of the first run), and gen-2 garbage collections follow those imports
+        _paced(p, topic, rate, rate, lambda: b"warm-up")
+        p.flush(30)
         time.sleep(0.5)
-        n = int(rate * seconds)
-        t0 = time.perf_counter()
-        for i in range(n):
-            pace.wait_until(p, t0 + i / rate)  # sleeps: a poll(<1 ms) loop would spin a core
-            while True:  # the brokers fell behind the rate: the record waits (and its latency shows it)
-                try:
-                    p.produce(topic, struct.pack(">d", time.perf_counter()) + b"x" * 92)
-                    break
-                except BufferError:
-                    p.poll(0.01)
+        on_start()
+        _paced(p, topic, rate, int(rate * seconds), lambda: struct.pack(">d", time.perf_counter()) + b"x" * 92)
         p.flush(60)
         time.sleep(2)
     finally:  # also on an error: a consumer thread left polling keeps the benchmark from exiting
@@ -159,13 +160,29 @@ def e2e_rows(bootstrap: str, topic: str, acks: str, rate: int, seconds: float) -
     return rows
 
 
+def _paced(p: Producer, topic: str, rate: int, n: int, value: Callable[[], bytes]) -> None:
+    t0 = time.perf_counter()
+    for i in range(n):
+        pace.wait_until(p, t0 + i / rate)  # sleeps: a poll(<1 ms) loop would spin a core
+        while True:  # the brokers fell behind the rate: the record waits (and its latency shows it)
+            try:
+                p.produce(topic, value())
+                break
+            except BufferError:
+                p.poll(0.01)
+
+
 def latency(c: object, boot: str, topic: str, acks: str, rate: int, seconds: float) -> tuple[float, float, str]:
     """(p50 ms, p99 ms, the stage table) of one fixed-rate run."""
     http = [f"{b.host}:{b.http_port}" for b in c.brokers if b.alive]  # type: ignore[attr-defined]
     pids = {f"{n.role} {n.node_id}": n.proc.pid for n in c.nodes if n.alive}  # type: ignore[attr-defined]
-    stage_breakdown.clear(http)
-    before = cpu_wait.snapshot(pids)
-    rows = e2e_rows(boot, topic, acks, rate, seconds)
+    before: dict[str, cpu_wait.Sched] = {}
+
+    def start() -> None:  # the measured records begin: stamps, stalls and CPU waits from here
+        stage_breakdown.clear(http)
+        before.update(cpu_wait.snapshot(pids))
+
+    rows = e2e_rows(boot, topic, acks, rate, seconds, start)
     after = cpu_wait.snapshot(pids)
     trace = stage_breakdown.collect(http)
     lat = sorted(r[1] - r[0] for r in rows)
