@@ -37,6 +37,7 @@ from kopfka.server.broker_services import BrokerServices, InProcessController, m
 from kopfka.server.dynamic_config import DynamicBrokerConfig, broker_reconfigurables, read_local_dynamic_configs
 from kopfka.server.fetch_session import FetchSessionCache
 from kopfka.server.health import HealthServer
+from kopfka.server.heap import freeze_startup_heap
 from kopfka.server.network import KafkaNetworkServer
 from kopfka.server.producer_id_manager import ProducerIdManager
 from kopfka.server.replica_manager import ReplicaManager
@@ -314,6 +315,10 @@ class KafkaServer:
             if starting.done():
                 stopping.cancel()
                 starting.result()  # StartupError propagates to `kopfka serve` (exit 1)
+                frozen = freeze_startup_heap()  # full collections no longer walk the startup heap
+                log.info(
+                    "[KafkaServer id=%d] %d startup objects frozen out of garbage collection", self.node_id, frozen
+                )
                 await self._stopped.wait()
             else:
                 log.info("[KafkaServer id=%d] signalled while starting up", self.node_id)
