@@ -2,8 +2,8 @@
 
 /healthz answers as long as the event loop runs (liveness, also during log recovery);
 /readyz answers 200 only in the RUNNING lifecycle state; /metrics serves prometheus-client's
-registry; /debug/replication-trace the stage stamps of kopfka.server.replication_trace (only
-when that benchmark-only trace is enabled).
+registry; /debug/replication-trace the stage stamps of kopfka.server.replication_trace (GET takes
+them, DELETE drops them; only when that benchmark-only trace is enabled).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ class HealthServer:
         app.router.add_get("/metrics", self._metrics)
         if TRACE.enabled:
             app.router.add_get("/debug/replication-trace", self._replication_trace)
+            app.router.add_delete("/debug/replication-trace", self._forget_replication_trace)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port)
@@ -54,6 +55,10 @@ class HealthServer:
 
     async def _replication_trace(self, _: web.Request) -> web.Response:
         return web.json_response(TRACE.take())
+
+    async def _forget_replication_trace(self, _: web.Request) -> web.Response:
+        """Drop the stamps unread: encoding a warm-up's worth as JSON blocked the loop ~50 ms."""
+        return web.json_response({"node_id": TRACE.node_id, "forgotten": TRACE.forget()})
 
     async def stop(self) -> None:
         if self._runner is not None:

@@ -67,6 +67,12 @@ class ReplicationTrace:
                 cpu = time.process_time() - cpu0
                 self.events.append(("stall", "", 0, int(late * 1e6), int(cpu * 1e6), time.perf_counter(), -1.0))
 
+    def forget(self) -> int:
+        """Drop every stamp; how many there were."""
+        n = len(self.events)
+        self.events = deque(maxlen=MAX_EVENTS)
+        return n
+
     def take(self) -> dict[str, Any]:
         events, self.events = self.events, deque(maxlen=MAX_EVENTS)
         return {"node_id": self.node_id, "events": list(events)}
