@@ -77,6 +77,7 @@ class Connection(asyncio.BufferedProtocol):
     (Kafka mutes a channel while its request is processed), which gives backpressure."""
 
     MAX_QUEUED = 4
+    FAIR_SHARE_S = 0.001  # the longest a connection runs its queued requests before the others' turn
     MAX_DEFERRED = 5  # acks=all produces waiting for the ISR while later requests go ahead (librdkafka's in-flight)
 
     def __init__(self, server: KafkaNetworkServer, listener_name: str) -> None:
@@ -177,18 +178,26 @@ class Connection(asyncio.BufferedProtocol):
             self.close()  # connection quotas: per-IP count or rate exceeded
             return
         try:
+            since_yield = time.perf_counter()
             while True:
                 while not self.frames:
                     if self._closed:
                         return
                     self._wakeup.clear()
                     await self._wakeup.wait()
+                    since_yield = time.perf_counter()
                 frame = self.frames.popleft()
                 if self._reading_paused and len(self.frames) < self.MAX_QUEUED // 2 and self.transport is not None:
                     self._reading_paused = False
                     self.transport.resume_reading()
                 if not await self.process(frame):
                     return
+                if self.frames and time.perf_counter() - since_yield > self.FAIR_SHARE_S:
+                    # one read can hold many small pipelined requests (acks=1 producers), and
+                    # handlers that finish without suspending would run them all in one loop step
+                    # (10-20 ms seen): other connections, the replica fetchers and timers go first
+                    await asyncio.sleep(0)
+                    since_yield = time.perf_counter()
         except FrameError as exc:
             log.warning("Closing connection from %s on %s: %s", self.peer, self.listener_name, exc)
         except ConnectionError:
