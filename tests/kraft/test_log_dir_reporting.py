@@ -2,7 +2,8 @@
 controller's own metadata log: brokers register their online dir ids and report cordoned dirs
 once caught up; new replicas avoid a broker whose dirs are all cordoned; AssignReplicasToDirs
 records the dir of every replica in `PartitionRecord.directories`; a dir that fails at runtime is
-reported in heartbeats, leaves the registration, and its partitions lose their leader."""
+reported in heartbeats, leaves the registration, its partitions lose their leader, and Metadata
+names their replicas there offline."""
 
 from __future__ import annotations
 
@@ -114,6 +115,11 @@ def test_dirs_registered_cordoned_assigned_and_failed(tmp_path: Path) -> None:
             return all(parts[pid].leader_id == -1 for pid in on_b) and all(parts[pid].leader_id == 0 for pid in on_a)
 
         wait_until(served, 10, "broker 0 to serve the failed-over leaders")
+        # Metadata names the replicas in the offline dir as offline, as Kafka's metadata cache does
+        parts = {p.partition_index: p for p in run(metadata(b0.address, ["placed"])).topics[0].partitions}
+        assert {pid: list(parts[pid].offline_replicas) for pid in range(6)} == {
+            pid: [0] if pid in on_b else [] for pid in range(6)
+        }
         assert b0.alive, "a broker with a live dir left keeps running"
     finally:
         c.stop()

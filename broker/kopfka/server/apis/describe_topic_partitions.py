@@ -13,26 +13,16 @@ from typing import Any
 
 from kopfka import uuids
 from kopfka.controller.topic_validation import INTERNAL_TOPICS, validate_topic_name
-from kopfka.metadata.image import MetadataImage, PartitionRegistration, TopicImage, replica_dir_online
+from kopfka.metadata.image import MetadataImage, PartitionRegistration, TopicImage
 from kopfka.protocol.api_versions import EXTRA_APIS
 from kopfka.protocol.errors import ErrorCode, KafkaError
-from kopfka.server.apis.metadata import AUTHORIZED_OPERATIONS_OMITTED
+from kopfka.server.apis.metadata import AUTHORIZED_OPERATIONS_OMITTED, offline_replicas
 from kopfka.server.apis.registry import api
 from kopfka.server.auth_helper import AclOperation, ResourceType, authorized_names
 from kopfka.server.request_context import RequestContext
 
 DESCRIBE_TOPIC_PARTITIONS = 75
 EXTRA_APIS[DESCRIBE_TOPIC_PARTITIONS] = (0, 0)
-
-
-def _offline_replicas(image: MetadataImage, p: PartitionRegistration, listener: str) -> list[int]:
-    """Replicas that cannot serve: unregistered, fenced, without this listener, or in an offline dir."""
-    out = []
-    for r in p.replicas:
-        b = image.brokers.get(r)
-        if b is None or b.fenced or b.endpoint(listener) is None or not replica_dir_online(image, r, p):
-            out.append(r)
-    return out
 
 
 def _partition(image: MetadataImage, pid: int, p: PartitionRegistration, listener: str) -> dict[str, Any]:
@@ -46,7 +36,7 @@ def _partition(image: MetadataImage, pid: int, p: PartitionRegistration, listene
         "isr_nodes": list(p.isr),
         "eligible_leader_replicas": list(p.elr),  # KIP-966, kept by the controller while ELR is enabled
         "last_known_elr": list(p.last_known_elr),
-        "offline_replicas": _offline_replicas(image, p, listener),
+        "offline_replicas": offline_replicas(image, p, listener),
     }
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from kopfka import uuids
 from kopfka.controller.quorum_controller import CreateTopicSpec
 from kopfka.controller.topic_validation import INTERNAL_TOPICS, validate_topic_name
-from kopfka.metadata.image import MetadataImage, TopicImage
+from kopfka.metadata.image import MetadataImage, PartitionRegistration, TopicImage, replica_dir_online
 from kopfka.protocol.errors import ErrorCode, KafkaError
 from kopfka.server.apis.registry import api
 from kopfka.server.auth_helper import (
@@ -44,7 +44,20 @@ def alive_brokers(ctx: RequestContext, image: MetadataImage) -> list[dict[str, A
     return out
 
 
-def topic_metadata(image: MetadataImage, topic: TopicImage, error: ErrorCode = ErrorCode.none) -> dict[str, Any]:
+def offline_replicas(image: MetadataImage, p: PartitionRegistration, listener: str) -> list[int]:
+    """Replicas that cannot serve, as Kafka's metadata cache names them: the broker unregistered,
+    fenced or without this listener, or the replica in one of its offline log dirs (KIP-858)."""
+    out = []
+    for r in p.replicas:
+        b = image.brokers.get(r)
+        if b is None or b.fenced or b.endpoint(listener) is None or not replica_dir_online(image, r, p):
+            out.append(r)
+    return out
+
+
+def topic_metadata(
+    image: MetadataImage, topic: TopicImage, listener: str, error: ErrorCode = ErrorCode.none
+) -> dict[str, Any]:
     alive = {b.broker_id for b in image.brokers.values() if not b.fenced}
     partitions = []
     for pid in sorted(topic.partitions):
@@ -58,7 +71,7 @@ def topic_metadata(image: MetadataImage, topic: TopicImage, error: ErrorCode = E
                 "leader_epoch": p.leader_epoch,
                 "replica_nodes": list(p.replicas),
                 "isr_nodes": list(p.isr),
-                "offline_replicas": [r for r in p.replicas if r not in image.brokers],
+                "offline_replicas": offline_replicas(image, p, listener),
             }
         )
     return {
@@ -106,7 +119,7 @@ async def handle_metadata(ctx: RequestContext, req: Any) -> dict[str, Any]:
         visible = authorized_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, image.topics_by_name,
                                    log_denied=False)
         for topic_name in sorted(visible):
-            topics_out.append(topic_metadata(image, image.topics_by_name[topic_name]))
+            topics_out.append(topic_metadata(image, image.topics_by_name[topic_name], ctx.listener_name))
     else:
         allow_auto = getattr(req, "allow_auto_topic_creation", True) and bool(svc.config["auto.create.topics.enable"])
         to_create: list[str] = []
@@ -162,7 +175,7 @@ async def handle_metadata(ctx: RequestContext, req: Any) -> dict[str, Any]:
                     err = ErrorCode.invalid_topic_exception
                 topics_out.append(_error_topic(name, uuids.ZERO_UUID, err))
             else:
-                topics_out.append(topic_metadata(image, topic))
+                topics_out.append(topic_metadata(image, topic, ctx.listener_name))
     if getattr(req, "include_topic_authorized_operations", False) and ctx.api_version >= 8:
         for t in topics_out:
             if t["name"] is not None and t["error_code"] == ErrorCode.none:
