@@ -555,6 +555,37 @@ def _kafkacluster_status() -> Schema:
                 },
                 "metadata.version, as the cluster reports it.",
             ),
+            "logDirs": _obj(
+                {
+                    "offline": {
+                        "type": "array",
+                        "description": "Each broker with a failed (offline) log dir.",
+                        "items": _obj(
+                            {
+                                "broker": _int("Node id.", 0),
+                                "dirs": {
+                                    "type": "array",
+                                    "items": {"type": "string"},
+                                    "description": "Its offline log dirs (DescribeLogDirs KAFKA_STORAGE_ERROR).",
+                                },
+                                "volumes": {
+                                    "type": "array",
+                                    "items": {"type": "string"},
+                                    "description": "The spec volumes (data-<id>) those dirs are on.",
+                                },
+                                "partitionCount": _int("How many of its replicas are offline.", 0),
+                                "partitions": {
+                                    "type": "array",
+                                    "items": {"type": "string"},
+                                    "description": "topic-partition of those replicas (the first 100).",
+                                },
+                            },
+                            "A broker's failed disk and the replicas it took offline.",
+                        ),
+                    }
+                },
+                "Failed disks: log dirs the brokers report offline, with their partitions.",
+            ),
             "conditions": _conditions(),
             "controllers": _role_status("controller"),
             "brokers": _role_status("broker", with_selector=True),

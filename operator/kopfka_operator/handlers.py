@@ -16,11 +16,13 @@ from typing import Any
 
 import aiohttp
 import kopf
+from kopfka.client.admin import AdminError
 from kopfka.security.client import ClientSecurity
 
 from . import GROUP, VERSION
 from .autoscale.driver import Autoscaler
 from .kube import ApiError, KubeApi
+from .log_dir_health import changes, log_dirs_status, read_offline_dirs
 from .naming import LABEL_CLUSTER, MANAGED_BY, pool_name
 from .rebalance.mover import MoverFactory
 from .reconcile import delete_claims, reconcile, refresh_status
@@ -206,6 +208,9 @@ def register(
         autoscaled = await _autoscale(body, ctx.view, emit)
         if autoscaled is not None:
             patch = {**(patch or {}), **autoscaled}
+        log_dirs = await _log_dirs(body, ctx.view, emit)
+        if log_dirs is not None:
+            patch = {**(patch or {}), "logDirs": log_dirs}
         if patch is not None:
             await api().patch("KafkaCluster", key[0], key[1], {"status": patch}, subresource="status")
             if scaled is not None:  # the allowed replica counts changed: render them
@@ -213,6 +218,21 @@ def register(
                 if fresh is not None:
                     await reconcile(api(), fresh, cfg.default_image)
             await refresh_status(api(), key[0], key[1], cfg.default_image)
+
+    async def _log_dirs(body: kopf.Body, view: KafkaView | None, emit: Callable[[str, str, str], None]) -> Any:
+        """status.logDirs when the cluster's failed disks changed (None: unchanged or unknown)."""
+        if not isinstance(view, AdminKafkaView):
+            return None
+        try:
+            found = log_dirs_status(await read_offline_dirs(view))
+        except (OSError, TimeoutError, ConnectionError, AdminError):
+            return None  # no broker reachable: keep what status says until one answers
+        before = ((body.get("status") or {}).get("logDirs") or {}).get("offline") or []
+        if list(before) == found["offline"]:
+            return None
+        for event in changes(before, found["offline"]):
+            emit(*event)
+        return found
 
     async def _autoscale(body: kopf.Body, view: KafkaView | None, emit: Callable[[str, str, str], None]) -> Any:
         try:

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .log_dir_health import warning_text
 from .manifests.services import bootstrap_servers
 from .manifests.statefulset import INIT_CONTAINER
 from .naming import LABEL_ROLE, label_selector, node_id_base, pool_name, selector_labels
@@ -128,6 +129,7 @@ def build_status(
             "scale",  # written by the scaler (scale/scaler.py)
             "config",  # the dynamic config applied live (roller)
             "metadataVersion",
+            "logDirs",  # failed disks, written by the roll timer (log_dir_health.py)
         )
         if key in previous
     }
@@ -178,6 +180,9 @@ def build_status(
                 all_warnings.append(("ScaleRefused", str(role_state["refused"])))
         pods = [p for p in observed.pods if (p.get("metadata") or {}).get("labels", {}).get(LABEL_ROLE)]
         all_warnings += [("FormatStorageFailed", text) for text in format_failures(pods)]
+        offline = (previous.get("logDirs") or {}).get("offline") or []
+        if offline:
+            all_warnings.append(("LogDirOffline", warning_text(offline)))
     if all_warnings:
         warning = (True, all_warnings[0][0], "; ".join(text for _, text in all_warnings))
     else:

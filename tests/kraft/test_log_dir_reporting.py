@@ -16,6 +16,8 @@ from kopfka.metadata import records as mr
 from kopfka.metadata.image import MetadataImage, replay
 from kopfka.protocol.record_codec import decode_records
 from kopfka.protocol.records import iter_batches
+from kopfka_operator.log_dir_health import OfflineDirs, read_offline_dirs
+from kopfka_operator.roll.kafka_view import AdminKafkaView
 
 FAST_LOG = {
     "log.initial.task.delay.ms": "0",
@@ -121,5 +123,9 @@ def test_dirs_registered_cordoned_assigned_and_failed(tmp_path: Path) -> None:
             pid: [0] if pid in on_b else [] for pid in range(6)
         }
         assert b0.alive, "a broker with a live dir left keeps running"
+
+        # the operator's reading of it (status.logDirs.offline): broker 0, dir b, its partitions
+        found = run(read_offline_dirs(AdminKafkaView(b1.address)))
+        assert found == [OfflineDirs(0, (str(b),), tuple(f"placed-{pid}" for pid in on_b))]
     finally:
         c.stop()

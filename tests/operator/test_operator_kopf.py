@@ -7,6 +7,7 @@ pods, the tests write those objects themselves through the API, as the controlle
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import json
 from collections.abc import AsyncIterator
@@ -14,9 +15,12 @@ from typing import Any
 
 import kopf
 import pytest
+from kopfka.client.admin import PartitionInfo, TopicInfo
+from kopfka.protocol.errors import ErrorCode
 from kopfka_operator.handlers import OperatorConfig, configure_settings, register
 from kopfka_operator.kube import KubeApi
 from kopfka_operator.reconcile import reconcile
+from kopfka_operator.roll.kafka_view import AdminKafkaView
 from operator_testlib import eventually, run_script, running_kopf
 
 NS = "kafka"
@@ -416,25 +420,31 @@ async def _sts_with_claims(api: KubeApi, name: str, count: int) -> dict[str, Any
     return sts if sts and len(sts["spec"].get("volumeClaimTemplates") or []) == count else None
 
 
-async def test_a_new_cluster_gets_one_cluster_id_while_the_timers_run(k8s: Any, api: KubeApi) -> None:
-    """The roll/scale timer fires at once on a new cluster, beside the create handler: both
-    reconciled a body without status.clusterId and each made an id, the later one overwriting
-    the status after children had used the first (seen on the test bed: a roll right after
-    creation, then `storage format` refusing the disk of "another cluster")."""
+@contextlib.asynccontextmanager
+async def _fast_timer_operator(k8s: Any, view: AdminKafkaView | None) -> AsyncIterator[None]:
+    """The operator with its roll timer ticking every 0.1 s, seeing the cluster through `view`."""
     registry = kopf.OperatorRegistry()
 
     async def login(**_: Any) -> kopf.ConnectionInfo:
         return kopf.ConnectionInfo(server=k8s.server_url)
 
-    register(
-        registry,
-        OperatorConfig(default_image=IMAGE, resync_seconds=3600, roll_interval_seconds=0.1, kafka_view=lambda b: None),
-        login=login,
+    config = OperatorConfig(
+        default_image=IMAGE, resync_seconds=3600, roll_interval_seconds=0.1, kafka_view=lambda b, s: view
     )
+    register(registry, config, login=login)
     settings = kopf.OperatorSettings()
     settings.posting.enabled = False
     configure_settings(settings)
     async with running_kopf(registry, settings, [NS]):
+        yield
+
+
+async def test_a_new_cluster_gets_one_cluster_id_while_the_timers_run(k8s: Any, api: KubeApi) -> None:
+    """The roll/scale timer fires at once on a new cluster, beside the create handler: both
+    reconciled a body without status.clusterId and each made an id, the later one overwriting
+    the status after children had used the first (seen on the test bed: a roll right after
+    creation, then `storage format` refusing the disk of "another cluster")."""
+    async with _fast_timer_operator(k8s, None):
         for i in range(4):
             await api.create(NS, cluster_body(f"race{i}"))
         for i in range(4):
@@ -448,3 +458,25 @@ async def test_a_new_cluster_gets_one_cluster_id_while_the_timers_run(k8s: Any, 
                     cm = await get(api, "ConfigMap", f"race{i}-{role}-config")
                     seen.add(cm["data"]["cluster.id"])
             assert len(seen) == 1, (f"race{i}", seen)
+
+
+class _FailedDiskView(AdminKafkaView):
+    """Metadata as a cluster with broker 1's disk failed answers it; nothing else answers."""
+
+    def __init__(self) -> None:
+        super().__init__("127.0.0.1:1")
+
+    async def metadata(self) -> tuple[dict[int, tuple[str, int, str | None]], list[TopicInfo]]:
+        parts = [PartitionInfo(p, 0, 0, [0, 1, 2], [0, 2], [1] if p % 2 else [], ErrorCode.none) for p in range(6)]
+        brokers: dict[int, tuple[str, int, str | None]] = {b: ("127.0.0.1", 1, None) for b in (0, 1, 2)}
+        return brokers, [TopicInfo("orders", None, False, parts)]  # type: ignore[arg-type]
+
+
+async def test_a_failed_disk_is_reported_in_status_and_the_warning_condition(k8s: Any, api: KubeApi) -> None:
+    async with _fast_timer_operator(k8s, _FailedDiskView()):
+        await api.create(NS, cluster_body())
+        cluster = await eventually(lambda: _with_status(api, "demo", "logDirs"))
+        [entry] = cluster["status"]["logDirs"]["offline"]
+        assert entry["broker"] == 1
+        assert entry["partitions"] == ["orders-1", "orders-3", "orders-5"] and entry["partitionCount"] == 3
+        await eventually(lambda: _warning_says(api, "broker 1 has a log dir offline (3 partitions offline there)"))

@@ -13,7 +13,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Protocol
 
-from kopfka.client.admin import Admin
+from kopfka.client.admin import Admin, TopicInfo
 from kopfka.protocol.errors import ErrorCode
 from kopfka.security.client import ClientSecurity
 
@@ -111,6 +111,12 @@ class AdminKafkaView:
             for p in t.partitions:
                 parts.append(PartitionState(t.name, p.partition, p.leader, tuple(p.replicas), tuple(p.isr), min_isr))
         return ClusterSnapshot(tuple(parts), frozenset(brokers))
+
+    async def metadata(self) -> tuple[dict[int, tuple[str, int, str | None]], list[TopicInfo]]:
+        """Every topic's Metadata and the live brokers' addresses (node -> host, port, rack)."""
+        async with self._admin() as admin:
+            brokers, topics, _ = await admin.metadata(None)
+        return brokers, topics
 
     async def leadership(self, avoid: int) -> tuple[frozenset[int], dict[int, int]]:
         """Live brokers and how many partitions each leads, asked of a broker other than `avoid`
