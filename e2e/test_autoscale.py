@@ -26,6 +26,7 @@ FIGURES: dict[str, Any] = {}
 def kubectl_exec(kube: Kube, ns: str) -> list[str]:
     return [kube.kubectl_bin, f"--kubeconfig={kube.kubeconfig}", "-n", ns, "exec", "-i", "client", "--"]
 
+
 TARGET = 100 * 1024  # bytes in per broker per second
 CLUSTER = {
     "apiVersion": "kopfka.io/v1alpha1",
@@ -78,6 +79,8 @@ def ns(operator: Kube) -> Iterator[str]:
     operator.kubectl("create", "namespace", name)
     yield name
     print(f"\nautoscale figures: {json.dumps(FIGURES)}")
+    if os.environ.get("KOPFKA_AUTOSCALE_FIGURES"):  # benchmarks/autoscale.py reads them there
+        Path(os.environ["KOPFKA_AUTOSCALE_FIGURES"]).write_text(json.dumps(FIGURES))
     if not os.environ.get("KOPFKA_E2E_KEEP"):
         operator.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
