@@ -21,7 +21,7 @@ import yaml
 from . import GROUP, VERSION
 from .autoscale.policy import AUTOSCALING_SCHEMA
 from .naming import BROKER_ID_BASE, CONTROLLER_ID_BASE, MAX_BROKERS, MAX_CONTROLLERS, REGION_LABEL, ZONE_LABEL
-from .spec import AUTHENTICATION_TYPES
+from .spec import AUTHENTICATION_TYPES, DEFAULT_INGRESS_CLASS, HOST_NAME, LISTENER_TYPES
 
 Schema = dict[str, Any]
 
@@ -176,6 +176,47 @@ def _role(role: str, replicas: Schema, extra: dict[str, Schema] | None = None) -
     return _obj(props, f"The {role} pool: one StatefulSet.", required=["storage"])
 
 
+def _external_configuration() -> Schema:
+    host = {"pattern": f"^{HOST_NAME.pattern}$", "maxLength": 253}
+    broker = _obj(
+        {
+            "broker": _int("The broker's node id.", 0, MAX_BROKERS - 1),
+            "advertisedHost": _str("The host (or IP) the broker advertises on this listener.", **host),
+            "advertisedPort": _int("The port the broker advertises on this listener.", 1, 65535),
+            "nodePort": _int("nodeport: the node port of the broker's Service (else allocated).", 1, 65535),
+            "host": _str("ingress: the broker's host (else from brokerHostTemplate).", **host),
+        },
+        "One broker's address on this listener.",
+        required=["broker"],
+    )
+    return _obj(
+        {
+            "bootstrap": _obj(
+                {
+                    "host": _str("ingress: the bootstrap host clients connect to on port 443.", **host),
+                    "nodePort": _int("nodeport: the bootstrap Service's node port (else allocated).", 1, 65535),
+                },
+                "The listener's bootstrap address.",
+            ),
+            "brokerHostTemplate": _str(
+                "ingress: each broker's host, `{id}` replaced by its node id (e.g. `broker-{id}.kafka.example.com`).",
+                pattern=r"^.*\{id\}.*$",
+                maxLength=253,
+            ),
+            "class": _str(f"ingress: the ingressClassName (default {DEFAULT_INGRESS_CLASS}).", maxLength=253),
+            "brokers": {
+                "type": "array",
+                "description": "Per-broker overrides (advertisedHost/advertisedPort win over what Kubernetes assigns).",
+                "maxItems": MAX_BROKERS,
+                "items": broker,
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["broker"],
+            },
+        },
+        "Addresses of a nodeport, loadbalancer or ingress listener.",
+    )
+
+
 def _listeners() -> Schema:
     listener = _obj(
         {
@@ -219,12 +260,38 @@ def _listeners() -> Schema:
             _cel(
                 "!has(self.authentication) || self.authentication.type != 'tls' || self.tls",
                 "authentication type tls needs tls: true",
-            )
+            ),
+            _cel(
+                "!has(self.type) || self.type != 'ingress' || self.tls",
+                "type ingress needs tls: true (TLS passthrough, routed by SNI)",
+            ),
+            _cel(
+                "!has(self.configuration) || (has(self.type) && self.type != 'internal')",
+                "configuration is for nodeport, loadbalancer and ingress listeners only",
+            ),
+            _cel(
+                "!has(self.type) || self.type != 'ingress' || (has(self.configuration) && "
+                "has(self.configuration.bootstrap) && has(self.configuration.bootstrap.host) && "
+                "has(self.configuration.brokerHostTemplate))",
+                "type ingress needs configuration.bootstrap.host and configuration.brokerHostTemplate",
+            ),
         ],
     )
+    listener["properties"]["type"] = _str(
+        "How clients reach the listener. `internal`: in the Kubernetes cluster, each broker "
+        "advertised with its pod's DNS name. From outside, with a bootstrap Service "
+        "`<cluster>-<listener>-bootstrap` and one Service per broker `<pod>-<listener>`: "
+        "`nodeport` (NodePort Services; a broker advertises its node's address and its node port), "
+        "`loadbalancer` (LoadBalancer Services; a broker advertises its load balancer address), "
+        "`ingress` (Ingresses with TLS passthrough on port 443, needs tls: true). "
+        "status.listeners[].bootstrapServers says what clients use.",
+        enum=list(LISTENER_TYPES),
+        default="internal",
+    )
+    listener["properties"]["configuration"] = _external_configuration()
     return {
         "type": "array",
-        "description": "Client listeners. Each is advertised with the pod's stable DNS name.",
+        "description": "Client listeners: in the cluster (type internal) or from outside it.",
         "minItems": 1,
         "maxItems": 8,
         "default": [{"name": "CLIENT", "port": 9092, "protocol": "PLAINTEXT"}],
@@ -496,6 +563,21 @@ def _kafkacluster_status() -> Schema:
                 "with the cluster id and used when formatting the first controllers' disks."
             ),
             "bootstrapServers": _str("host:port list of the bootstrap Service for clients."),
+            "listeners": {
+                "type": "array",
+                "description": "Per listener, what a client puts in bootstrap.servers.",
+                "items": _obj(
+                    {
+                        "name": _str("The listener's name."),
+                        "type": _str("The listener's type."),
+                        "bootstrapServers": _str(
+                            "host:port list: the bootstrap Service in the cluster (internal), the external "
+                            "address otherwise; absent until Kubernetes has assigned it (load balancer, node port)."
+                        ),
+                    },
+                    "One listener's address.",
+                ),
+            },
             "quorumFormed": {
                 "type": "boolean",
                 "description": "A controller has been Ready (the quorum exists). From then on a "

@@ -41,6 +41,7 @@ KINDS: dict[str, Kind] = {
     "Event": Kind("CoreV1Api", "event"),
     "StatefulSet": Kind("AppsV1Api", "stateful_set"),
     "PodDisruptionBudget": Kind("PolicyV1Api", "pod_disruption_budget"),
+    "Ingress": Kind("NetworkingV1Api", "ingress"),
 }
 CUSTOM_PLURALS = {"KafkaCluster": "kafkaclusters", "Topic": "topics", "Quota": "quotas", "User": "users"}
 

@@ -35,6 +35,10 @@ LABEL_CLUSTER = "kopfka.io/cluster"
 LABEL_ROLE = "kopfka.io/role"
 LABEL_VOLUME = "kopfka.io/volume"
 LABEL_CONFIG_REVISION = "kopfka.io/config-revision"
+# On the Services and Ingresses of an external listener (the listener's name, lower-cased).
+LABEL_LISTENER = "kopfka.io/listener"
+# The label the StatefulSet controller puts on each pod: selects one broker for its own Service.
+POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
 # Node topology labels the API server copies onto pods (PodTopologyLabelsAdmission), so a pod
 # can read its own rack through the downward API without access to Node objects.
 ZONE_LABEL = "topology.kubernetes.io/zone"
@@ -66,6 +70,29 @@ def server_config_map_name(cluster: str, role: Role, revision: str) -> str:
 
 def bootstrap_service_name(cluster: str) -> str:
     return f"{cluster}-bootstrap"
+
+
+def listener_label(listener: str) -> str:
+    """A listener name as it appears in Service, port and label values (CLIENT_TLS -> client-tls)."""
+    return listener.lower().replace("_", "-")
+
+
+def external_bootstrap_name(cluster: str, listener: str) -> str:
+    """The bootstrap Service (and Ingress) of an external listener."""
+    return f"{cluster}-{listener_label(listener)}-bootstrap"
+
+
+def external_broker_name(cluster: str, role: Role, ordinal: int, listener: str) -> str:
+    """One broker's Service (and Ingress) on an external listener: `<pod>-<listener>`."""
+    return f"{pool_name(cluster, role)}-{ordinal}-{listener_label(listener)}"
+
+
+ADVERTISED_PREFIX = "advertised."
+
+
+def advertised_key(ordinal: int) -> str:
+    """The cluster-info ConfigMap key holding one broker's external addresses (read at start)."""
+    return f"{ADVERTISED_PREFIX}{ordinal}"
 
 
 def service_account_name(cluster: str) -> str:

@@ -22,18 +22,24 @@ from typing import Any
 from .ids import initial_controllers, new_kafka_uuid
 from .kube import ApiError, KubeApi
 from .manifests import Cluster, Manifest, build_children, config_map
+from .manifests.common import Assigned
 from .manifests.config import CLUSTER_ID_KEY, INITIAL_CONTROLLERS_KEY
+from .manifests.external import advertised_entries, external_children
 from .manifests.statefulset import DELETE_CLAIMS_ANNOTATION, METADATA_VOLUME_ANNOTATION
 from .naming import (
+    ADVERTISED_PREFIX,
     LABEL_CLUSTER,
     LABEL_CONFIG_REVISION,
+    LABEL_LISTENER,
     LABEL_ROLE,
     LABEL_VOLUME,
     MANAGED_BY,
     QUORUM_FORMED_KEY,
+    advertised_key,
     config_map_name,
     pool_name,
 )
+from .roll.plan import MANUAL_ROLL_ANNOTATION
 from .scale.replicas import rendered_replicas
 from .security.certificates import CertificateError, ensure_certificates
 from .spec import ClusterSpec, Pool, SpecError, Volume, parse_spec
@@ -261,14 +267,21 @@ async def mark_quorum_formed(api: KubeApi, body: Mapping[str, Any], spec: Cluste
         spec,
         quorum_formed=True,
     )
-    await apply_child(api, config_map(cluster, spec.voters))
+    manifest = config_map(cluster, spec.voters)
+    if spec.voters.is_broker:  # keep the brokers' advertised addresses the last reconcile wrote
+        live = await api.get("ConfigMap", meta["namespace"], manifest["metadata"]["name"])
+        data = (live or {}).get("data") or {}
+        kept = {k: v for k, v in data.items() if k.startswith(ADVERTISED_PREFIX)}
+        manifest["data"] = {k: v for k, v in manifest["data"].items() if not k.startswith(ADVERTISED_PREFIX)} | kept
+    await apply_child(api, manifest)
 
 
 async def observe(api: KubeApi, namespace: str, name: str) -> Observed:
     selector = f"{LABEL_CLUSTER}={name}"
     sets = await api.list("StatefulSet", namespace, selector)
     pods = await api.list("Pod", namespace, selector)
-    return Observed({s["metadata"]["name"]: s for s in sets}, pods)
+    services = await api.list("Service", namespace, f"{selector},{LABEL_LISTENER}")
+    return Observed({s["metadata"]["name"]: s for s in sets}, pods, services)
 
 
 def _without_times(status: Mapping[str, Any]) -> dict[str, Any]:
@@ -386,6 +399,7 @@ async def reconcile(api: KubeApi, body: Mapping[str, Any], default_image: str | 
     spec = await _with_retained_volumes(api, body, spec)
     cluster = Cluster(meta["name"], meta["namespace"], meta["uid"], cluster_id, voters, spec, formed)
     counts: dict[str, int] = {p.role: max(p.replicas, running.get(p.role, 0)) for p in spec.pools}
+    cluster = await apply_external(api, cluster, counts[spec.brokers.role])
     try:
         certs = await ensure_certificates(api, cluster, counts)
     except CertificateError as exc:
@@ -410,6 +424,51 @@ async def reconcile(api: KubeApi, body: Mapping[str, Any], default_image: str | 
         applied_generation=int(meta.get("generation") or 0),
         warnings=warnings,
     )
+
+
+async def apply_external(api: KubeApi, cluster: Cluster, count: int) -> Cluster:
+    """The external listeners' Services and Ingresses for brokers 0..count-1 (others, and those
+    of removed listeners, deleted), and the cluster with what Kubernetes assigned them (node
+    ports, load balancer addresses), from which the brokers' advertised addresses and
+    certificate names follow. A running broker whose address changed (a load balancer address
+    appeared) is marked for a restart: it reads its address only when it starts. The mark goes
+    on first, so an operator crash in between restarts it once too often, never too rarely."""
+    ns, name = cluster.namespace, cluster.name
+    desired = external_children(cluster, count)
+    selector = f"{LABEL_CLUSTER}={name},{LABEL_LISTENER}"
+    assigned: dict[str, Assigned] = {}
+    for child in desired:
+        outcome, _ = await apply_child(api, child)
+        if outcome != "unchanged":
+            log.info("%s %s/%s %s", child["kind"], ns, child["metadata"]["name"], outcome)
+        if child["kind"] == "Service":
+            live = await api.get("Service", ns, child["metadata"]["name"])
+            assigned[child["metadata"]["name"]] = Assigned.of(live or {})
+    wanted = {(c["kind"], c["metadata"]["name"]) for c in desired}
+    services = await api.list("Service", ns, selector)
+    kinds = ["Service"]
+    if any(lst.type == "ingress" for lst in cluster.spec.listeners) or any(
+        (s.get("spec") or {}).get("type") == "ClusterIP" for s in services
+    ):
+        kinds.append("Ingress")  # only then: a cluster without ingress listeners needs no RBAC for them
+    for kind in kinds:
+        for obj in services if kind == "Service" else await api.list(kind, ns, selector):
+            if (kind, obj["metadata"]["name"]) not in wanted:
+                await api.delete(kind, ns, obj["metadata"]["name"])
+                log.info("%s %s/%s deleted", kind, ns, obj["metadata"]["name"])
+    cluster = dataclasses.replace(cluster, assigned=assigned, broker_count=count)
+    pool = cluster.spec.brokers
+    cm = await api.get("ConfigMap", ns, config_map_name(name, pool.role))
+    lines = (cm or {}).get("data") or {}
+    for ordinal in range(cluster.advertised_count):
+        before = lines.get(advertised_key(ordinal))
+        if before is not None and before != advertised_entries(cluster, pool, ordinal):
+            pod = f"{pool_name(name, pool.role)}-{ordinal}"
+            if await api.get("Pod", ns, pod) is not None:
+                patch = {"metadata": {"annotations": {MANUAL_ROLL_ANNOTATION: "true"}}}
+                await api.patch("Pod", ns, pod, patch)
+                log.info("Pod %s/%s: advertised address changed, marked for a restart", ns, pod)
+    return cluster
 
 
 async def prune_config_revisions(api: KubeApi, namespace: str, name: str) -> list[str]:

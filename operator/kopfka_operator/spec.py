@@ -100,6 +100,39 @@ AUTHENTICATION_TYPES = {
 }
 
 
+# spec.listeners[].type: internal (the pods' DNS names) or one way in from outside the cluster.
+LISTENER_TYPES = ("internal", "nodeport", "loadbalancer", "ingress")
+# A host name or an IP address (advertisedHost, ingress hosts): also safe in the pod's shell.
+HOST_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.:-]{0,251}[A-Za-z0-9])?")
+DEFAULT_INGRESS_CLASS = "nginx"
+INGRESS_PORT = 443
+
+
+@dataclass(frozen=True)
+class BrokerOverride:
+    """spec.listeners[].configuration.brokers[]: one broker's address on an external listener."""
+
+    broker: int  # the broker's node id
+    advertised_host: str | None = None
+    advertised_port: int | None = None
+    node_port: int | None = None  # nodeport: the port to ask for (else Kubernetes allocates one)
+    host: str | None = None  # ingress: this broker's host (else from brokerHostTemplate)
+
+
+@dataclass(frozen=True)
+class ExternalConfig:
+    """spec.listeners[].configuration of a nodeport, loadbalancer or ingress listener."""
+
+    bootstrap_host: str | None = None  # ingress: the bootstrap host (required)
+    bootstrap_node_port: int | None = None
+    broker_host_template: str | None = None  # ingress: "{id}" is replaced with the node id
+    ingress_class: str = DEFAULT_INGRESS_CLASS
+    brokers: tuple[BrokerOverride, ...] = ()
+
+    def override(self, node_id: int) -> BrokerOverride | None:
+        return next((b for b in self.brokers if b.broker == node_id), None)
+
+
 @dataclass(frozen=True)
 class Listener:
     name: str
@@ -107,11 +140,17 @@ class Listener:
     protocol: str = "PLAINTEXT"  # derived from tls and authentication
     tls: bool = False
     authentication: str | None = None  # a key of AUTHENTICATION_TYPES
+    type: str = "internal"  # one of LISTENER_TYPES
+    external: ExternalConfig = field(default_factory=ExternalConfig)
 
     @property
     def mechanism(self) -> str | None:
         """The SASL mechanism clients use on this listener (None: no SASL)."""
         return AUTHENTICATION_TYPES[self.authentication] if self.authentication else None
+
+    @property
+    def is_external(self) -> bool:
+        return self.type != "internal"
 
 
 def listener_protocol(tls: bool, authentication: str | None) -> str:
@@ -182,6 +221,10 @@ class ClusterSpec:
         own listeners (REPLICATION, CONTROLLER) are mutual TLS with the cluster CA too, and the
         operator connects as a super user with its own certificate."""
         return self.authorization is not None or any(lst.tls or lst.authentication for lst in self.listeners)
+
+    @property
+    def external_listeners(self) -> tuple[Listener, ...]:
+        return tuple(lst for lst in self.listeners if lst.is_external)
 
     @property
     def clients_ca_used(self) -> bool:
@@ -285,14 +328,77 @@ def _listeners(raw: list[Any] | None) -> tuple[Listener, ...]:
             )
         if auth == "tls" and not tls:
             raise SpecError("InvalidSpec", f"{where}: authentication type tls needs tls: true")
+        kind = _get(item, "type", str, where, "internal")
+        if kind not in LISTENER_TYPES:
+            raise SpecError("InvalidSpec", f"{where}.type must be one of {', '.join(LISTENER_TYPES)}")
+        if kind == "ingress" and not tls:
+            raise SpecError("InvalidSpec", f"{where}: type ingress needs tls: true (TLS passthrough, routed by SNI)")
+        external = _external_config(_get(item, "configuration", Mapping, where) or {}, kind, f"{where}.configuration")
         listeners.append(
-            Listener(name, _ranged(port, 1024, 65535, f"{where}.port"), listener_protocol(tls, auth), tls, auth)
+            Listener(
+                name,
+                _ranged(port, 1024, 65535, f"{where}.port"),
+                listener_protocol(tls, auth),
+                tls,
+                auth,
+                kind,
+                external,
+            )
         )
     for attr in ("name", "port"):
         values = [getattr(lst, attr) for lst in listeners]
         if len(set(values)) != len(values):
             raise SpecError("InvalidSpec", f"spec.listeners: duplicate {attr}s")
     return tuple(listeners)
+
+
+def _host(value: str | None, where: str) -> str | None:
+    if value is not None and not HOST_NAME.fullmatch(value):
+        raise SpecError("InvalidSpec", f"{where} must be a host name or an IP address, got {value!r}")
+    return value
+
+
+def _external_config(raw: Mapping[str, Any], kind: str, where: str) -> ExternalConfig:
+    """The external addresses of one listener; for an internal listener nothing may be set."""
+    if kind == "internal":
+        if raw:
+            raise SpecError("InvalidSpec", f"{where} is for nodeport, loadbalancer and ingress listeners only")
+        return ExternalConfig()
+    bootstrap = _get(raw, "bootstrap", Mapping, where) or {}
+    brokers = []
+    for i, item in enumerate(_get(raw, "brokers", list, where) or []):
+        at = f"{where}.brokers[{i}]"
+        if not isinstance(item, Mapping) or "broker" not in item:
+            raise SpecError("InvalidSpec", f"{at} needs a broker (its node id)")
+        node_port = _get(item, "nodePort", int, at)
+        brokers.append(
+            BrokerOverride(
+                broker=_ranged(_get(item, "broker", int, at), 0, MAX_BROKERS - 1, f"{at}.broker"),
+                advertised_host=_host(_get(item, "advertisedHost", str, at), f"{at}.advertisedHost"),
+                advertised_port=_get(item, "advertisedPort", int, at),
+                node_port=None if node_port is None else _ranged(node_port, 1, 65535, f"{at}.nodePort"),
+                host=_host(_get(item, "host", str, at), f"{at}.host"),
+            )
+        )
+        if brokers[-1].advertised_port is not None:
+            _ranged(brokers[-1].advertised_port, 1, 65535, f"{at}.advertisedPort")
+    if len({b.broker for b in brokers}) != len(brokers):
+        raise SpecError("InvalidSpec", f"{where}.brokers names a broker twice")
+    bootstrap_node_port = _get(bootstrap, "nodePort", int, f"{where}.bootstrap")
+    config = ExternalConfig(
+        bootstrap_host=_host(_get(bootstrap, "host", str, f"{where}.bootstrap"), f"{where}.bootstrap.host"),
+        bootstrap_node_port=bootstrap_node_port,
+        broker_host_template=_get(raw, "brokerHostTemplate", str, where),
+        ingress_class=_get(raw, "class", str, where, DEFAULT_INGRESS_CLASS),
+        brokers=tuple(brokers),
+    )
+    if kind == "ingress":
+        template = config.broker_host_template
+        if not config.bootstrap_host or not template:
+            raise SpecError("InvalidSpec", f"{where}: type ingress needs bootstrap.host and brokerHostTemplate")
+        if "{id}" not in template or not HOST_NAME.fullmatch(template.replace("{id}", "0")):
+            raise SpecError("InvalidSpec", f"{where}.brokerHostTemplate must be a host name containing {{id}}")
+    return config
 
 
 # Security keys the operator writes when the cluster is secured (spec.listeners tls or

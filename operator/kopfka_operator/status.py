@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from .log_dir_health import warning_text
+from .manifests.common import Assigned, Cluster
+from .manifests.external import external_bootstrap
 from .manifests.services import bootstrap_servers
 from .manifests.statefulset import INIT_CONTAINER
-from .naming import LABEL_ROLE, label_selector, node_id_base, pool_name, selector_labels
+from .naming import LABEL_ROLE, bootstrap_service_name, label_selector, node_id_base, pool_name, selector_labels
 from .roll.plan import POD_HASH_ANNOTATION, Desired, PodView, pod_view, stale_pods
 from .spec import ClusterSpec, Pool, SpecError
 
@@ -32,6 +34,34 @@ class Observed:
 
     stateful_sets: Mapping[str, Mapping[str, Any]]  # by name
     pods: Sequence[Mapping[str, Any]]
+    services: Sequence[Mapping[str, Any]] = ()  # the external listeners' Services
+
+
+def listeners_status(name: str, namespace: str, spec: ClusterSpec, observed: Observed) -> list[dict[str, Any]]:
+    """status.listeners: per listener what a client puts in bootstrap.servers: in the cluster
+    the bootstrap Service, outside it the external address (absent until Kubernetes assigned
+    it). A nodeport listener's address is the nodes the brokers run on, at the bootstrap
+    Service's node port."""
+    assigned = {s["metadata"]["name"]: Assigned.of(s) for s in observed.services}
+    cluster = Cluster(name, namespace, "", "", "", spec, assigned=assigned)
+    prefix = f"{pool_name(name, spec.brokers.role)}-"
+    nodes: dict[int, str] = {}
+    for pod in observed.pods:
+        pod_name = (pod.get("metadata") or {}).get("name", "")
+        host_ip = (pod.get("status") or {}).get("hostIP")
+        if pod_name.startswith(prefix) and pod_name[len(prefix) :].isdigit() and host_ip:
+            nodes[int(pod_name[len(prefix) :])] = host_ip
+    out = []
+    for lst in spec.listeners:
+        entry: dict[str, Any] = {"name": lst.name, "type": lst.type}
+        if lst.is_external:
+            address = external_bootstrap(cluster, lst, nodes, spec.brokers.replicas)
+        else:
+            address = f"{bootstrap_service_name(name)}.{namespace}.svc:{lst.port}"
+        if address:
+            entry["bootstrapServers"] = address
+        out.append(entry)
+    return out
 
 
 def now() -> str:
@@ -124,6 +154,7 @@ def build_status(
             "initialControllers",
             "observedGeneration",
             "bootstrapServers",
+            "listeners",
             "quorumFormed",
             "roll",  # written by the roller (roll/roller.py)
             "scale",  # written by the scaler (scale/scaler.py)
@@ -148,6 +179,7 @@ def build_status(
                 status[key] = previous[key]
     else:
         status["bootstrapServers"] = bootstrap_servers(name, namespace, spec)
+        status["listeners"] = listeners_status(name, namespace, spec, observed)
         progress = []
         settled = True
         for key, pool in _role_views(spec).items():

@@ -145,6 +145,20 @@ BAD_CLUSTER_SPECS: dict[str, tuple[dict[str, Any], str]] = {
     "listener-name": ({"listeners": [{"name": "client", "port": 9092}]}, "client"),
     "listener-port": ({"listeners": [{"name": "CLIENT", "port": 80}]}, "80"),
     "protocol": ({"listeners": [{"name": "C", "port": 9092, "protocol": "SSL"}]}, "SSL"),
+    "listener-type": ({"listeners": [{"name": "C", "port": 9092, "type": "route"}]}, "route"),
+    "advertised-host": (
+        {
+            "listeners": [
+                {
+                    "name": "C",
+                    "port": 9092,
+                    "type": "nodeport",
+                    "configuration": {"brokers": [{"broker": 0, "advertisedHost": "$(reboot)"}]},
+                }
+            ]
+        },
+        "$(reboot)",
+    ),
     "config-value-type": ({"config": {"num.partitions": [1]}}, "[1]"),
     "grace-period": ({"podTemplate": {"terminationGracePeriodSeconds": 5}}, "5"),
     "resources-quantity": ({"brokers": {"resources": {"requests": {"cpu": "lots"}}}}, "lots"),

@@ -128,11 +128,14 @@ def test_rbac_is_least_privilege(helm: pathlib.Path) -> None:
         assert "deletecollection" not in rule["verbs"]
         if "delete" in rule["verbs"]:  # claims of deleteClaim volumes, rolled pods, old config revisions,
             # the Secret of a User that no longer authenticates
-            # and StatefulSets re-created (pods orphaned) with new volume claim templates
+            # StatefulSets re-created (pods orphaned) with new volume claim templates,
+            # and the Services and Ingresses of external listeners' brokers scaled away
             assert rule["resources"] in (
                 ["persistentvolumeclaims"],
                 ["pods"],
                 ["configmaps"],
                 ["secrets"],
                 ["statefulsets"],
+                ["services"],
+                ["ingresses"],
             )

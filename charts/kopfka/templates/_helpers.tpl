@@ -49,8 +49,16 @@ app.kubernetes.io/instance: {{ .Release.Name }}
   resources: ["secrets"]
   verbs: ["get", "create", "patch", "delete"]
 - apiGroups: [""]
-  resources: ["services", "serviceaccounts"]
+  resources: ["serviceaccounts"]
   verbs: ["get", "create", "patch"]
+# services, ingresses: list and delete for the per-broker ones of external listeners (scale-down,
+# listener removed)
+- apiGroups: [""]
+  resources: ["services"]
+  verbs: ["get", "list", "create", "patch", "delete"]
+- apiGroups: ["networking.k8s.io"]
+  resources: ["ingresses"]
+  verbs: ["get", "list", "create", "patch", "delete"]
 # configmaps: delete and list for server.properties revisions no pod mounts any more
 - apiGroups: [""]
   resources: ["configmaps"]
@@ -62,10 +70,11 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: ["apps"]
   resources: ["statefulsets"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
-# pods: delete is how the roller restarts a pod (the StatefulSet recreates it)
+# pods: delete is how the roller restarts a pod (the StatefulSet recreates it); patch marks a
+# broker whose external address changed for a restart
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["get", "list", "watch", "delete"]
+  verbs: ["get", "list", "watch", "patch", "delete"]
 - apiGroups: [""]
   resources: ["persistentvolumeclaims"]
   verbs: ["list", "delete"]

@@ -27,6 +27,35 @@ class Cluster:
     # Role -> version of its certificates Secret (security/certificates.py): on the pod
     # template, so certificates issued again roll the pods.
     certs_versions: Mapping[str, str] = field(default_factory=dict)
+    # Service name -> what the API server assigned to an external listener's Service (node
+    # port, load balancer address): read back after applying them (manifests/external.py).
+    assigned: Mapping[str, Assigned] = field(default_factory=dict)
+    # Broker pods that exist or are about to (the larger of desired and running): each needs
+    # its external Services and addresses; None: the pool's replicas.
+    broker_count: int | None = None
+
+    @property
+    def advertised_count(self) -> int:
+        """How many brokers get an `advertised.<ordinal>` line (none without external listeners)."""
+        if not self.spec.external_listeners:
+            return 0
+        return self.spec.brokers.replicas if self.broker_count is None else self.broker_count
+
+
+@dataclass(frozen=True)
+class Assigned:
+    """What Kubernetes filled in on a Service the operator created."""
+
+    node_port: int | None = None
+    load_balancer: str | None = None  # status.loadBalancer.ingress[0] ip or hostname
+
+    @classmethod
+    def of(cls, service: Mapping[str, Any]) -> Assigned:
+        ports = (service.get("spec") or {}).get("ports") or []
+        node_port = ports[0].get("nodePort") if ports else None
+        ingress = (((service.get("status") or {}).get("loadBalancer") or {}).get("ingress")) or []
+        address = (ingress[0].get("ip") or ingress[0].get("hostname")) if ingress else None
+        return cls(node_port if isinstance(node_port, int) else None, address or None)
 
 
 def owner_reference(cluster: Cluster) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from ..naming import (
     LABEL_CONFIG_REVISION,
     QUORUM_FORMED_KEY,
     REPLICATION_PORT,
+    advertised_key,
     config_map_name,
     data_dir,
     pod_host,
@@ -25,6 +26,7 @@ from ..naming import (
 )
 from ..spec import Pool
 from .common import Cluster, Manifest, metadata
+from .external import advertised_entries
 from .security import CONTROLLER_LISTENER, REPLICATION_LISTENER, internal_protocol, security_properties
 
 CLUSTER_ID_KEY = "cluster.id"
@@ -56,8 +58,16 @@ def listener_ports(cluster: Cluster, pool: Pool) -> dict[str, int]:
 
 
 def advertised_listeners_template(cluster: Cluster, pool: Pool) -> str:
-    """`advertised.listeners` with `${host}` left for the pod's shell wrapper to expand."""
-    return ",".join(f"{name}://${{host}}:{port}" for name, port in listener_ports(cluster, pool).items())
+    """`advertised.listeners` with `${host}` left for the pod's shell wrapper to expand; the
+    external listeners' entries are `$external`, which the wrapper reads from the pod's line
+    of the cluster-info ConfigMap (manifests/external.py)."""
+    external = {lst.name for lst in cluster.spec.external_listeners} if pool.is_broker else set()
+    entries = [
+        f"{name}://${{host}}:{port}" for name, port in listener_ports(cluster, pool).items() if name not in external
+    ]
+    if external:
+        entries.append("${external}")
+    return ",".join(entries)
 
 
 def server_properties(cluster: Cluster, pool: Pool, *, static_only: bool = False) -> str:
@@ -122,6 +132,9 @@ def config_map(cluster: Cluster, pool: Pool) -> Manifest:
     """The cluster's ids (kept here too, so they survive a lost KafkaCluster status) and the
     quorum-formed mark the format script reads; mounted live, read at format time only."""
     data = {CLUSTER_ID_KEY: cluster.cluster_id}
+    if pool.is_broker:
+        for ordinal in range(cluster.advertised_count):
+            data[advertised_key(ordinal)] = advertised_entries(cluster, pool, ordinal)
     if pool.is_voter:
         data[INITIAL_CONTROLLERS_KEY] = cluster.initial_controllers
         if cluster.quorum_formed:

@@ -19,6 +19,7 @@ import shlex
 from typing import Any
 
 from ..naming import (
+    ADVERTISED_PREFIX,
     CLUSTER_INFO_DIR,
     CONFIG_DIR,
     CONFIG_FILE,
@@ -47,6 +48,7 @@ from .config import (
     config_revision,
     listener_ports,
 )
+from .external import NODE_ADDRESS
 from .security import KEYSTORE_TEMPLATE
 
 CERTS_VERSION_ANNOTATION = "kopfka.io/certs-version"
@@ -99,6 +101,27 @@ def format_script(cluster: Cluster, pool: Pool) -> str:
     )
 
 
+def _external_script(cluster: Cluster, pool: Pool) -> str:
+    """Sets $external, the external listeners' advertised.listeners entries, from the pod's line
+    of the cluster-info ConfigMap (manifests/external.py); the pod's DNS name until there is one."""
+    listeners = cluster.spec.external_listeners if pool.is_broker else ()
+    if not listeners:
+        return ""
+    fallback = ",".join(f"{lst.name}://${{host}}:{lst.port}" for lst in listeners)
+    return (
+        f'external="{fallback}"\n'
+        f'lines="${{KOPFKA_ADVERTISED_FILE:-{CLUSTER_INFO_DIR}/{ADVERTISED_PREFIX}$ordinal}}"\n'
+        'if [ -s "$lines" ]; then\n'
+        '  external=""\n'
+        "  while read -r lname lhost lport; do\n"
+        f'    if [ "$lhost" = "{NODE_ADDRESS}" ]; then lhost="$HOST_IP"; fi\n'
+        '    case "$lhost" in *:*) lhost="[$lhost]" ;; esac\n'
+        '    external="${external:+$external,}$lname://$lhost:$lport"\n'
+        '  done < "$lines"\n'
+        "fi\n"
+    )
+
+
 def serve_script(cluster: Cluster, pool: Pool) -> str:
     rack = ""
     if pool.is_broker and cluster.spec.rack_topology_key:
@@ -107,6 +130,7 @@ def serve_script(cluster: Cluster, pool: Pool) -> str:
     return (
         _preamble(cluster, pool)
         + rack
+        + _external_script(cluster, pool)
         + (
             f"exec kopfka serve --config {CONFIG_FILE} "
             f'--override "node.id=$node_id" '
@@ -143,6 +167,9 @@ def _containers(cluster: Cluster, pool: Pool) -> tuple[list[Manifest], list[Mani
     spec = cluster.spec
 
     env = copy.deepcopy(POD_INFO_ENV)
+    if pool.is_broker and any(lst.type == "nodeport" for lst in spec.listeners):
+        # the node's address, advertised on nodeport listeners (manifests/external.py)
+        env.append({"name": "HOST_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}})
     if pool.is_broker and spec.rack_topology_key:
         env.append(
             {

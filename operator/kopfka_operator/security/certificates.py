@@ -5,7 +5,8 @@ in Secrets the operator owns (garbage-collected with the KafkaCluster).
   `<cluster>-cluster-ca-cert` / `<cluster>-clients-ca-cert`: the certificate alone, for clients.
   Generated once, or brought by the user (`generateCertificateAuthority: false`).
 - `<cluster>-<role>-certs`: one PEM keystore per pod (`<pod>.pem`, key and certificate) with
-  SANs for its DNS names (pod, headless Service, and for brokers the bootstrap Service), plus the
+  SANs for its DNS names (pod, headless Service, and for brokers the bootstrap Service and the
+  external listeners' addresses: manifests/external.py), plus the
   truststores `ca.crt` and `clients-ca.crt`; mounted read-only into every pod of the pool.
 - `<cluster>-operator-certs`: the operator's own client certificate (a super user).
 
@@ -33,6 +34,7 @@ from cryptography.hazmat.primitives import serialization
 
 from ..kube import ApiError, KubeApi
 from ..manifests.common import Cluster, Manifest, metadata
+from ..manifests.external import external_hosts
 from ..manifests.statefulset import CERTS_VERSION_ANNOTATION as CERTS_VERSION
 from ..naming import (
     LABEL_CLUSTER,
@@ -250,6 +252,7 @@ def node_hosts(cluster: Cluster, pool: Pool, ordinal: int) -> list[str]:
     if pool.is_broker:
         bootstrap = bootstrap_service_name(cluster.name)
         hosts += [bootstrap, f"{bootstrap}.{ns}", f"{bootstrap}.{ns}.svc", f"{bootstrap}.{ns}.svc.{CLUSTER_DOMAIN}"]
+        hosts += [h for h in external_hosts(cluster, ordinal) if h not in hosts]
     return hosts
 
 
