@@ -6,13 +6,23 @@ them as brokers and listeners come and go."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import pathlib
-from collections.abc import AsyncIterator
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import kopf
 import kubernetes_validate
 import pytest
+from kafka import KafkaConsumer, KafkaProducer
+from kopfka import uuids
 from kopfka_operator.ids import initial_controllers
 from kopfka_operator.kube import KubeApi
 from kopfka_operator.manifests import Cluster, build_children, server_properties
@@ -24,7 +34,9 @@ from kopfka_operator.roll.plan import MANUAL_ROLL_ANNOTATION
 from kopfka_operator.security.certificates import node_hosts
 from kopfka_operator.spec import SpecError, parse_spec
 from kopfka_operator.status import Observed, listeners_status
+from kopfka_process import free_port
 from operator_testlib import Emulator, run_script
+from security_testlib import FAST, parse_properties
 
 K8S_VERSION = "1.37"
 NS = "ns"
@@ -232,6 +244,147 @@ def test_status_names_each_listeners_bootstrap_servers() -> None:
     ready = listeners_status("demo", NS, spec, Observed({}, pods, assigned))
     assert ready[1]["bootstrapServers"] == "192.0.2.1:30094,192.0.2.2:30094"
     assert ready[2]["bootstrapServers"] == "lb.example.com:9095"
+
+
+# ---------------------------------------------------------------------------------------------
+# A real node behind a port forward standing in for a node port
+
+
+class Forwarder:
+    """What kube-proxy does for a node port: TCP from `port` to the pod's listener port."""
+
+    def __init__(self, port: int, target: int) -> None:
+        self.target = target
+        self.server = socket.create_server(("127.0.0.1", port))
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.target))
+            for src, dst in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(src, dst), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (src, dst):
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self.server.close()
+
+
+@pytest.fixture
+def node_behind_node_port(tmp_path: pathlib.Path) -> Iterator[int]:
+    """A real kopfka node from the operator's server.properties of a nodeport cluster and the
+    advertised.listeners its start script builds from the operator's line (node address
+    127.0.0.1, node port = a forwarder to the node's EXTERNAL port). The in-cluster names and
+    container ports exist only in Kubernetes: those entries are mapped to loopback ports, the
+    external one is kept exactly as built. Yields the node port."""
+    raw = raw_spec(CLIENT, NODEPORT, replicas=1)
+    raw.update(mode="combined", controllers=None)
+    raw["config"] = {
+        "offsets.topic.replication.factor": 1,
+        "transaction.state.log.replication.factor": 1,
+        "transaction.state.log.min.isr": 1,
+        "group.initial.rebalance.delay.ms": 0,
+    }
+    spec = parse_spec({k: v for k, v in raw.items() if v is not None})
+    pool = spec.brokers
+    ports = {name: free_port() for name in ("CLIENT", "EXTERNAL", "REPLICATION", "CONTROLLER")}
+    node_port, http = free_port(), free_port()
+    voters = f"0@127.0.0.1:{ports['CONTROLLER']}:{uuids.to_str(uuids.random_uuid())}"
+    cluster_id = uuids.to_str(uuids.random_uuid())
+    cluster = Cluster(
+        "demo", NS, "uid", cluster_id, voters, spec, assigned={"demo-combined-0-external": Assigned(node_port)}
+    )
+    line = tmp_path / "advertised.0"
+    line.write_text(advertised_entries(cluster, pool, 0))
+    script = serve_script(cluster, pool)
+    args = run_script(tmp_path, script, "demo-combined-0", KOPFKA_ADVERTISED_FILE=str(line), HOST_IP="127.0.0.1")
+    built = next(a for a in args if a.startswith("advertised.listeners=")).partition("=")[2]
+    entries = []
+    for entry in built.split(","):
+        name, _, address = entry.partition("://")
+        if address.startswith("demo-combined-0.demo-combined.ns.svc:"):
+            address = f"127.0.0.1:{ports[name]}"
+        entries.append(f"{name}://{address}")
+    assert entries[-1] == f"EXTERNAL://127.0.0.1:{node_port}"
+    props = parse_properties(server_properties(cluster, pool))
+    props.update(
+        {
+            "node.id": "0",
+            "listeners": ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items()),
+            "advertised.listeners": ",".join(entries),
+            "controller.quorum.bootstrap.servers": f"127.0.0.1:{ports['CONTROLLER']}",
+            "log.dirs": str(tmp_path / "data"),
+            "metadata.log.dir": str(tmp_path / "data"),
+            "kopfka.http.listener": f"127.0.0.1:{http}",
+            **FAST,
+        }
+    )
+    config = tmp_path / "server.properties"
+    config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    cli = [sys.executable, "-m", "kopfka.cli.main"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    fmt = [*cli, "storage", "format", "--cluster-id", cluster_id, "--config", str(config), "-I", voters]
+    done = subprocess.run(fmt, capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    log = tmp_path / "server.log"
+    with open(log, "ab") as out:
+        proc = subprocess.Popen([*cli, "serve", "--config", str(config)], stdout=out, stderr=subprocess.STDOUT, env=env)
+    forwarder = Forwarder(node_port, ports["EXTERNAL"])
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{http}/readyz", timeout=1) as r:
+                    if r.status == 200:
+                        break
+            except (urllib.error.URLError, OSError):
+                time.sleep(0.2)
+        yield node_port
+    finally:
+        forwarder.close()
+        proc.kill()
+        proc.wait(10)
+
+
+def test_a_client_reaches_a_real_node_only_through_its_node_port(node_behind_node_port: int) -> None:
+    """Bootstrapping at the node port, the client is sent back to the node port (the broker's
+    external advertised address), never to the listener's own port: every record goes
+    through the forwarder and arrives."""
+    bootstrap = f"127.0.0.1:{node_behind_node_port}"
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", request_timeout_ms=20000)
+    futures = [producer.send("outside", key=str(i).encode(), value=b"v") for i in range(20)]
+    assert all(f.get(timeout=30).offset >= 0 for f in futures)
+    brokers = producer._metadata.brokers()  # what Metadata advertised on EXTERNAL
+    assert {(b.host, b.port) for b in brokers} == {("127.0.0.1", node_behind_node_port)}
+    producer.close()
+    consumer = KafkaConsumer(
+        "outside", bootstrap_servers=bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=15000
+    )
+    keys = set()
+    for message in consumer:
+        keys.add(message.key)
+        if len(keys) == 20:
+            break
+    consumer.close()
+    assert keys == {str(i).encode() for i in range(20)}
 
 
 # ---------------------------------------------------------------------------------------------
