@@ -29,7 +29,7 @@ from kopfka_operator.manifests import Cluster, build_children, server_properties
 from kopfka_operator.manifests.common import Assigned
 from kopfka_operator.manifests.external import advertised_entries, external_children
 from kopfka_operator.manifests.statefulset import serve_script
-from kopfka_operator.reconcile import reconcile
+from kopfka_operator.reconcile import mark_quorum_formed, reconcile
 from kopfka_operator.roll.plan import MANUAL_ROLL_ANNOTATION
 from kopfka_operator.security.certificates import node_hosts
 from kopfka_operator.spec import SpecError, parse_spec
@@ -490,3 +490,23 @@ async def test_reconcile_adds_scales_and_removes_external_services(api: KubeApi)
     assert await names(api, "Service") == [] and await names(api, "Ingress") == []
     # (the advertised lines of the ConfigMap go too: server-side apply drops keys no longer
     # rendered, which kmock's merge-patch apply does not; the rendering is checked above)
+
+
+async def test_marking_the_quorum_formed_keeps_the_brokers_addresses(api: KubeApi) -> None:
+    """Combined mode: the voters' ConfigMap is the brokers' too; the quorum-formed mark, written
+    outside a full reconcile, must not put the pod DNS names back over the node ports."""
+    spec = raw_spec(CLIENT, NODEPORT, replicas=1)
+    spec["mode"] = "combined"
+    del spec["controllers"]
+    await reconcile(api, await api.create(NS, body(spec)), None)
+    port = {"name": "external", "port": 9094, "targetPort": 9094, "protocol": "TCP", "nodePort": 30200}
+    await api.patch("Service", NS, "demo-combined-0-external", {"spec": {"ports": [port]}})
+    await reconcile(api, await fresh(api), None)
+    info = await api.get("ConfigMap", NS, "demo-combined-config")
+    assert info is not None and info["data"]["advertised.0"] == "EXTERNAL - 30200\n"
+    current = await fresh(api)
+    current["status"]["quorumFormed"] = True
+    await mark_quorum_formed(api, current, parse_spec(spec))
+    info = await api.get("ConfigMap", NS, "demo-combined-config")
+    assert info is not None and info["data"]["quorum.formed"] == "true"
+    assert info["data"]["advertised.0"] == "EXTERNAL - 30200\n"
