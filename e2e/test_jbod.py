@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import testbed
 from kafka_pods import client_pod, cluster_ready, create_topic, exec_sh, patch_cluster, pods_of
 from kube_env import Kube, wait_for
 from pod_producer import PodProducer, audit, consume_all
@@ -144,3 +146,62 @@ def test_a_volume_is_added_then_a_volume_with_data_is_removed_without_loss(
     FIGURES["audit"] = result.line("jbod add+remove")
     assert result.lost == 0 and result.duplicated == 0 and result.out_of_order == 0, (result, result.lost_sample)
     assert not prod.errors, prod.errors[:5]
+
+
+def _container_pid(kube: Kube, ns: str, pod: str) -> int:
+    """The broker container's process on the node (the test bed's containerd), for nsenter."""
+    obj = kube.get("pod", pod, ns) or {}
+    [cid] = [s["containerID"].split("://", 1)[1] for s in obj["status"]["containerStatuses"]]
+    sock = testbed.paths().containerd_socket
+    out = subprocess.run(
+        ["ctr", f"--address={sock}", "-n", "k8s.io", "task", "ls"], capture_output=True, text=True, check=True
+    ).stdout
+    return next(int(line.split()[1]) for line in out.splitlines() if line.startswith(cid))
+
+
+def _offline(kube: Kube, ns: str) -> list[dict[str, Any]]:
+    obj = kube.get("kafkacluster", "jbod", ns) or {}
+    return list(((obj.get("status") or {}).get("logDirs") or {}).get("offline") or [])
+
+
+def _events(kube: Kube, ns: str, reason: str) -> list[str]:
+    items = json.loads(kube.kubectl("-n", ns, "get", "events", "-o", "json"))["items"]
+    return [e["message"] for e in items if e["reason"] == reason]
+
+
+def test_a_failed_disk_is_reported_with_its_partitions_until_the_broker_is_back(
+    operator: Kube, ns: str, cluster: dict[str, Any]
+) -> None:
+    """Volume 2 of one broker fails under it (in the container's mount namespace the disk goes
+    away and a file takes the dir's place, as the local KRaft test does with a dir): the broker
+    runs on with its other disk, and status.logDirs names the broker, the dir, the volume and
+    exactly the replicas that were on it; the Warning condition and an Event say so. A restarted
+    pod mounts the disk again and the report clears."""
+    if operator.platform != "testbed":
+        pytest.skip("fails a disk with nsenter on the test bed's node")
+    pod = "jbod-broker-0"
+    on_disk = sorted(_partition_dirs(operator, ns, pod, 2))
+    assert on_disk, "volume 2 of broker 0 holds no replica: nothing would go offline"
+    pid = _container_pid(operator, ns, pod)
+    path = "/var/lib/kopfka/data-2"
+    subprocess.run(
+        ["nsenter", "-t", str(pid), "-m", "sh", "-c", f"umount -l {path} && rmdir {path} && echo gone > {path}"],
+        check=True,
+    )
+    started = time.monotonic()
+    [entry] = wait_for("broker 0's failed disk in status", lambda: _offline(operator, ns), 180, 2)
+    FIGURES["failed_disk_reported_s"] = round(time.monotonic() - started, 1)
+    assert entry["dirs"] == [path] and entry["volumes"] == ["data-2"]
+    assert sorted(entry["partitions"]) == on_disk and entry["partitionCount"] == len(on_disk)
+    obj = operator.get("kafkacluster", "jbod", ns) or {}
+    warning = next(c for c in obj["status"]["conditions"] if c["type"] == "Warning")
+    assert warning["status"] == "True" and f"has {path} offline" in warning["message"], warning
+    assert any(path in m for m in _events(operator, ns, "LogDirOffline"))
+    assert len(pods_of(operator, ns, "jbod", "broker")) == 3, "a broker with a disk left keeps running"
+
+    operator.kubectl("-n", ns, "delete", "pod", pod, "--wait=false")
+    wait_for(
+        "the report cleared after the pod mounted its disk again", lambda: not _offline(operator, ns) or None, 600, 3
+    )
+    assert any(path in m for m in _events(operator, ns, "LogDirOnline"))
+    wait_for("Ready again", lambda: _settled(operator, ns), 600, 3)

@@ -139,3 +139,17 @@ def test_rbac_is_least_privilege(helm: pathlib.Path) -> None:
                 ["services"],
                 ["ingresses"],
             )
+
+
+def test_the_read_only_operator_has_an_in_memory_tmp(helm: pathlib.Path) -> None:
+    """The operator loads its TLS client key through a temporary file (ssl needs a path): with a
+    read-only root filesystem and no writable /tmp it could not reach a TLS cluster at all (found
+    on the test bed: "No usable temporary directory found", every Topic of the cluster stuck)."""
+    out = run_helm(helm, "template", "rel", str(CHART), "-n", "kafka")
+    (deployment,) = [d for d in yaml.safe_load_all(out) if d and d["kind"] == "Deployment"]
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes[mounts["/tmp"]]["emptyDir"]["medium"] == "Memory"
