@@ -102,3 +102,19 @@ class KopfkaProcess:
     @property
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+
+def sasl_controller_listener(user: str, password: str) -> dict[str, str]:
+    """Overrides for a node with an authorizer: its broker registers and heartbeats with its own
+    controller over the CONTROLLER listener, so that listener authenticates the broker as a super
+    user (SASL_PLAINTEXT PLAIN), as Kafka requires; a PLAINTEXT one would make it User:ANONYMOUS.
+    Map CONTROLLER to SASL_PLAINTEXT in listener.security.protocol.map as well."""
+    jaas = (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="{user}" password="{password}" user_{user}="{password}";'
+    )
+    return {
+        "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.controller.plain.sasl.jaas.config": jaas,
+        "sasl.mechanism.controller.protocol": "PLAIN",
+    }

@@ -15,7 +15,7 @@ import pytest
 from java_clients import JavaAdmin
 from kafka_ref import run_tool
 from kopfka.client.connection import KafkaConnection
-from kopfka_process import KopfkaProcess
+from kopfka_process import KopfkaProcess, free_port
 
 UNSUPPORTED_VERSION, COORDINATOR_NOT_AVAILABLE = 35, 15
 
@@ -23,10 +23,11 @@ UNSUPPORTED_VERSION, COORDINATOR_NOT_AVAILABLE = 35, 15
 def format_at(tmp_path: Path, release: str) -> tuple[Path, Path]:
     data = tmp_path / "data"
     props = tmp_path / "server.properties"
+    ctl = free_port()  # the single voter's controller listener is bound: never a fixed port
     props.write_text(
         "node.id=1\nprocess.roles=broker,controller\ncontroller.listener.names=CONTROLLER\n"
-        "listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093\n"
-        f"controller.quorum.voters=1@127.0.0.1:9093\nlog.dirs={data}\noffsets.topic.replication.factor=1\n"
+        f"listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:{ctl}\n"
+        f"controller.quorum.voters=1@127.0.0.1:{ctl}\nlog.dirs={data}\noffsets.topic.replication.factor=1\n"
     )
     res = subprocess.run(
         [sys.executable, "-m", "kopfka.cli.main", "storage", "format", "-t", "MkU3OEVBNTcwNTJENDM2Qg",

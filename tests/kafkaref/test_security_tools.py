@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from kafka_ref import run_tool
-from kopfka_process import KopfkaProcess, free_port
+from kopfka_process import KopfkaProcess, free_port, sasl_controller_listener
 from security.certs import PASSWORD, CertificateAuthority
 
 ADMIN_JAAS = (
@@ -56,7 +56,8 @@ def secured(kafka_libs: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
         overrides={
             "listeners": listeners,
             "advertised.listeners": listeners.rsplit(",", 1)[0],
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SECURE:SASL_SSL,CONTROLLER:PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SECURE:SASL_SSL,CONTROLLER:SASL_PLAINTEXT",
+            **sasl_controller_listener("admin", "admin-pw"),
             "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
             "listener.name.secure.plain.sasl.jaas.config": ADMIN_JAAS,
             "ssl.keystore.type": "PKCS12",

@@ -24,22 +24,19 @@ from kopfka import uuids
 from kopfka.controller.quorum_controller import QuorumController
 from kopfka.metadata import bootstrap
 from kopfka.metadata import records as mr
-from kopfka.raft.local_raft import LocalRaftClient
+from single_voter import single_voter_controller, stop
 
 CLUSTER = "fencing-cluster"
 
 
 @pytest.fixture
 async def controller(tmp_path: Path) -> AsyncIterator[tuple[QuorumController, dict[int, int]]]:
-    raft = LocalRaftClient(1, tmp_path / "meta")
-    c = QuorumController(
-        raft,
-        node_id=1,
+    c, raft = await single_voter_controller(
+        tmp_path / "meta",
+        bootstrap.bootstrap_records(),
         cluster_id=CLUSTER,
         static_config={"broker.session.timeout.ms": 600_000, "leader.imbalance.check.interval.seconds": 3600},
     )
-    raft.replay_committed()
-    await c.bootstrap(bootstrap.bootstrap_records())
     epochs = {}
     for b in (0, 1, 2, 3):
         epochs[b] = await c.register_broker(b, f"inc-{b}", (), None, (uuids.to_str(uuids.random_uuid()),), CLUSTER)
@@ -47,8 +44,7 @@ async def controller(tmp_path: Path) -> AsyncIterator[tuple[QuorumController, di
     try:
         yield c, epochs
     finally:
-        await c.close()
-        raft.close()
+        await stop(c, raft)
 
 
 async def test_two_brokers_fenced_in_one_pass_leave_every_leader_in_its_isr(

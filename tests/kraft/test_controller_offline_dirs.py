@@ -1,4 +1,4 @@
-"""QuorumController in-process (single-voter LocalRaftClient): a replica whose log dir is offline
+"""QuorumController in-process (single-voter KafkaRaftClient): a replica whose log dir is offline
 (KIP-858: the dir recorded in PartitionRecord.directories is no longer among the broker's online
 dirs, or is LOST) is never chosen as leader, by a leader change, an unfence, a preferred or
 unclean election or the auto rebalance; unknown dirs (unassigned / none recorded) still are."""
@@ -15,7 +15,7 @@ from kopfka.metadata import bootstrap
 from kopfka.metadata import records as mr
 from kopfka.metadata.image import DIR_LOST, DIR_UNASSIGNED, PartitionRegistration
 from kopfka.protocol.errors import ErrorCode
-from kopfka.raft.local_raft import LocalRaftClient
+from single_voter import single_voter_controller, stop
 
 CLUSTER = "offline-dirs-cluster"
 DIRS = {b: (uuids.to_str(uuids.random_uuid()), uuids.to_str(uuids.random_uuid())) for b in (1, 2, 3)}
@@ -55,22 +55,18 @@ class Ctl:
 
 @pytest.fixture
 async def ctl(tmp_path: Path) -> AsyncIterator[Ctl]:
-    raft = LocalRaftClient(1, tmp_path / "meta")
-    c = QuorumController(
-        raft,
-        node_id=1,
+    c, raft = await single_voter_controller(
+        tmp_path / "meta",
+        bootstrap.bootstrap_records(),
         cluster_id=CLUSTER,
         static_config={"broker.session.timeout.ms": 600_000, "leader.imbalance.check.interval.seconds": 3600},
     )
-    raft.replay_committed()
-    await c.bootstrap(bootstrap.bootstrap_records())
     t = Ctl(c)
     await t.register_all()
     try:
         yield t
     finally:
-        await c.close()
-        raft.close()
+        await stop(c, raft)
 
 
 def d(b: int, i: int = 0) -> str:

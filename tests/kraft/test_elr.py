@@ -22,7 +22,8 @@ from kopfka.metadata import records as mr
 from kopfka.metadata.features import ELIGIBLE_LEADER_REPLICAS_VERSION, METADATA_VERSION
 from kopfka.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, PartitionRegistration
 from kopfka.protocol.errors import ErrorCode
-from kopfka.raft.local_raft import LocalRaftClient
+from kopfka.raft.kafka_raft import KafkaRaftClient
+from single_voter import single_voter_controller, stop
 
 CLUSTER = "elr-cluster"
 MIN_ISR = "min.insync.replicas"
@@ -73,11 +74,10 @@ class Ctl:
         return p.leader, p.isr, p.elr, p.last_known_elr
 
 
-async def _controller(tmp: Path, release: str, brokers: tuple[int, ...] = (1, 2, 3)) -> tuple[Ctl, LocalRaftClient]:
-    raft = LocalRaftClient(1, tmp / "meta")
-    c = QuorumController(
-        raft,
-        node_id=1,
+async def _controller(tmp: Path, release: str, brokers: tuple[int, ...] = (1, 2, 3)) -> tuple[Ctl, KafkaRaftClient]:
+    c, raft = await single_voter_controller(
+        tmp / "meta",
+        bootstrap.bootstrap_records(release),
         cluster_id=CLUSTER,
         static_config={
             "broker.session.timeout.ms": 600_000,
@@ -85,8 +85,6 @@ async def _controller(tmp: Path, release: str, brokers: tuple[int, ...] = (1, 2,
             MIN_ISR: 2,
         },
     )
-    raft.replay_committed()
-    await c.bootstrap(bootstrap.bootstrap_records(release))
     t = Ctl(c)
     for b in brokers:
         await t.register(b)
@@ -99,7 +97,7 @@ Make = Callable[..., Awaitable[Ctl]]
 
 @pytest.fixture
 async def make(tmp_path: Path) -> AsyncIterator[Make]:
-    made: list[tuple[Ctl, LocalRaftClient]] = []
+    made: list[tuple[Ctl, KafkaRaftClient]] = []
 
     async def build(release: str = "4.3", brokers: tuple[int, ...] = (1, 2, 3)) -> Ctl:
         made.append(await _controller(tmp_path / str(len(made)), release, brokers))
@@ -107,8 +105,7 @@ async def make(tmp_path: Path) -> AsyncIterator[Make]:
 
     yield build
     for t, raft in made:
-        await t.c.close()
-        raft.close()
+        await stop(t.c, raft)
 
 
 async def test_replicas_leaving_an_isr_below_min_isr_join_the_elr_and_lead_after_a_clean_restart(make: Make) -> None:

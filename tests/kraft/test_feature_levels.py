@@ -14,7 +14,8 @@ from kopfka.metadata import bootstrap
 from kopfka.metadata import records as mr
 from kopfka.metadata.features import SUPPORTED_FEATURES, metadata_level_for
 from kopfka.protocol.errors import ErrorCode, KafkaError
-from kopfka.raft.local_raft import LocalRaftClient
+from kopfka.raft.kafka_raft import KafkaRaftClient
+from single_voter import single_voter_controller, stop
 
 CLUSTER = "feature-levels"
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
@@ -22,20 +23,21 @@ UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
 
 @pytest.fixture
 async def controllers(tmp_path: Path) -> AsyncIterator[Callable[[str], QuorumController]]:
-    made: list[tuple[QuorumController, LocalRaftClient]] = []
+    made: list[tuple[QuorumController, KafkaRaftClient]] = []
 
     async def at(release: str) -> QuorumController:
-        raft = LocalRaftClient(1, tmp_path / f"meta-{len(made)}")
-        c = QuorumController(raft, node_id=1, cluster_id=CLUSTER, static_config={"broker.session.timeout.ms": 600_000})
-        raft.replay_committed()
-        await c.bootstrap(bootstrap.bootstrap_records(release))
+        c, raft = await single_voter_controller(
+            tmp_path / f"meta-{len(made)}",
+            bootstrap.bootstrap_records(release),
+            cluster_id=CLUSTER,
+            static_config={"broker.session.timeout.ms": 600_000},
+        )
         made.append((c, raft))
         return c
 
     yield at  # type: ignore[misc]
     for c, raft in made:
-        await c.close()
-        raft.close()
+        await stop(c, raft)
 
 
 def test_one_supported_range_everywhere() -> None:

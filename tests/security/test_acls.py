@@ -22,7 +22,7 @@ from kopfka.client.admin import Admin
 from kopfka.client.connection import KafkaConnection
 from kopfka.protocol.errors import ErrorCode
 from kopfka.security.client import ClientSecurity
-from kopfka_process import KopfkaProcess, free_port
+from kopfka_process import KopfkaProcess, free_port, sasl_controller_listener
 from request_bodies import consumer_fetch_body
 
 USERS = {"admin": "admin-pw", "alice": "alice-pw", "bob": "bob-pw"}
@@ -60,7 +60,8 @@ def authz(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluste
         "listeners": listeners,
         "advertised.listeners": listeners.rsplit(",", 1)[0],
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,MTLS:SSL,"
-        "CONTROLLER:PLAINTEXT",
+        "CONTROLLER:SASL_PLAINTEXT",
+        **sasl_controller_listener("admin", USERS["admin"]),
         "sasl.enabled.mechanisms": "PLAIN",
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import socket
 import sys
 from pathlib import Path
 
@@ -15,7 +16,11 @@ from kopfka.config.server_config import KafkaConfig, read_properties
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", type=Path, help="server.properties (Kafka keys)")
-    p.add_argument("--listen", metavar="HOST:PORT", help="override the client listener address")
+    p.add_argument(
+        "--listen",
+        metavar="HOST:PORT",
+        help="override the client listener address (the embedded default's controller listener moves to a free port)",
+    )
     p.add_argument("--data-dir", type=Path, help="override log.dirs with one directory")
     p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="override any config key")
     p.add_argument("--log-level", default="INFO")
@@ -38,6 +43,28 @@ def embedded_defaults() -> dict[str, str]:
     }
 
 
+def _free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        s.bind((host.strip("[]"), 0))
+        return int(s.getsockname()[1])
+
+
+def _move_embedded_quorum(raw: dict[str, str]) -> None:
+    """`--listen` on the embedded default: its quorum (one voter, itself) moves too, to a free port on
+    the controller listener's host, so that several embedded nodes can run side by side."""
+    names = {n.strip() for n in raw.get("controller.listener.names", "CONTROLLER").split(",")}
+    out = []
+    for lst in raw.get("listeners", "").split(","):
+        name, sep, hostport = lst.partition("://")
+        if sep and name in names:
+            host = hostport.rpartition(":")[0] or "127.0.0.1"
+            hostport = f"{host}:{_free_port(host)}"
+            raw["controller.quorum.voters"] = f"{raw['node.id']}@{hostport}"
+            lst = f"{name}://{hostport}"
+        out.append(lst)
+    raw["listeners"] = ",".join(out)
+
+
 def load_config(args: argparse.Namespace) -> tuple[dict[str, str], bool]:
     embedded = args.config is None
     if embedded:
@@ -56,11 +83,15 @@ def load_config(args: argparse.Namespace) -> tuple[dict[str, str], bool]:
         raw["advertised.listeners"] = ",".join([f"PLAINTEXT://{host or '127.0.0.1'}:{port}", *adv])
     if args.data_dir:
         raw["log.dirs"] = str(args.data_dir)
+    overridden = set()
     for ov in args.override:
         key, sep, value = ov.partition("=")
         if not sep:
             raise ConfigError("--override", ov, "expected KEY=VALUE")
         raw[key.strip()] = value
+        overridden.add(key.strip())
+    if embedded and args.listen and "controller.quorum.voters" not in overridden:
+        _move_embedded_quorum(raw)
     return raw, embedded
 
 

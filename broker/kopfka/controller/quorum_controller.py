@@ -690,6 +690,8 @@ class QuorumController:
     def _check_active(self) -> None:
         if not self.is_active:
             raise KafkaError(ErrorCode.not_controller, "this node is not the active controller")
+        if METADATA_VERSION not in self.image.features:  # activating: the bootstrap records come first
+            raise KafkaError(ErrorCode.not_controller, "the active controller is writing the bootstrap records")
 
     async def _write(self, records: list[mr.MetadataRecord]) -> int:
         if len(records) > 1000 and metadata_transactions_supported(self.image.features):
@@ -1094,7 +1096,9 @@ class QuorumController:
             if not directory_assignment_supported(self.image.features):
                 log_dirs = ()  # not recorded before 3.7-IV2, as Kafka
             existing = self.image.brokers.get(broker_id)
-            if existing is not None and existing.incarnation_id != incarnation_id:
+            # node ids are unique across a cluster's nodes, so a broker with this controller's own id
+            # is its combined node's: an older incarnation of it ran in an earlier process and is gone
+            if existing is not None and existing.incarnation_id != incarnation_id and broker_id != self.node_id:
                 last = self._last_heartbeat.get(broker_id)
                 if last is not None and time.monotonic() - last < self._session_timeout_s and not existing.fenced:
                     raise KafkaError(

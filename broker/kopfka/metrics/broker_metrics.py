@@ -276,7 +276,7 @@ class BrokerStateCollector(Collector):
                     n_lead += 1
                     if len(p.isr) < len(p.replicas):
                         n_urp += 1
-        ctl = svc.controller
+        ctl = svc.local_controller  # a combined node's own controller
         is_active = bool(getattr(ctl, "is_active", False))
         urp.add_metric([], n_urp)
         leaders.add_metric([], n_lead)

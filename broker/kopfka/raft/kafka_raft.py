@@ -37,7 +37,7 @@ from kopfka.protocol.errors import ErrorCode, KafkaError
 from kopfka.protocol.record_codec import Record, encode_batch
 from kopfka.protocol.records import iter_batches
 from kopfka.raft import snapshots
-from kopfka.raft.local_raft import METADATA_TOPIC, QUORUM_STATE, metadata_log_dir, read_committed_batches
+from kopfka.raft.metadata_log import METADATA_TOPIC, QUORUM_STATE, metadata_log_dir, read_committed_batches
 from kopfka.raft.raft_client import CommittedBatch, LeaderAndEpoch, RaftListener
 from kopfka.security.client import ClientSecurity
 from kopfka.storage.unified_log import UnifiedLog
@@ -401,6 +401,12 @@ class KafkaRaftClient:
                     self._voter_history.insert(1, (snap.end_offset - 1, {v[0]: Voter(*v) for v in rec.voters}))
         if self.log.log_end_offset < snap.end_offset:
             self.log.truncate_fully_and_start_at(snap.end_offset)
+        log.info(
+            "[RaftClient id=%d] loaded metadata snapshot %s; replaying the metadata log from offset %d",
+            self.node_id,
+            snap.file_name,
+            snap.end_offset,
+        )
 
     def start(self) -> None:
         self.load_snapshot()

@@ -1,8 +1,7 @@
 """The RaftClient surface the controller and the metadata loader use (seed 000).
 
-`RaftClient.Listener` callbacks deliver *committed* batches in offset order. The single-voter
-implementation (`LocalRaftClient`) commits a batch as soon as it is fsync'd; the multi-voter
-KRaft implementation commits at the quorum high watermark — both keep this interface.
+`RaftClient.Listener` callbacks deliver *committed* batches in offset order: KafkaRaftClient
+commits at the quorum high watermark (for a single voter, as soon as the batch is fsync'd).
 """
 
 from __future__ import annotations

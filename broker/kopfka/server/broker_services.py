@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
-import inspect
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,33 +17,13 @@ from kopfka.server.producer_id_manager import ProducerIdManager
 from kopfka.server.replica_manager import ReplicaManager
 
 
-class InProcessController:
-    """The embedded node's QuorumController as request handlers see it: each call runs as a task
-    of its own, as Kafka's controller runs on its own thread (or node), so a request is charged
-    (request_percentage) only for waiting on the controller, not for the controller's work."""
-
-    def __init__(self, controller: Any) -> None:
-        self._controller = controller
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._controller, name)
-        if not inspect.iscoroutinefunction(attr):
-            return attr
-
-        @functools.wraps(attr)
-        async def call(*args: Any, **kwargs: Any) -> Any:
-            return await asyncio.ensure_future(attr(*args, **kwargs))
-
-        return call
-
-
 @dataclass
 class BrokerServices:
     config: KafkaConfig
     node_id: int
     cluster_id: str
     metadata: MetadataLoader
-    controller: Any  # QuorumController in-process, or a forwarding channel to the active controller
+    controller: Any  # RemoteController: the channel to the active controller (node_to_controller)
     replica_manager: ReplicaManager
     log_manager: LogManager
     fetch_sessions: FetchSessionCache
@@ -63,6 +41,7 @@ class BrokerServices:
     telemetry: Any = None  # kopfka.telemetry.ClientMetricsManager (KIP-714)
     authorizer: Any = None  # kopfka.security.authorizer.StandardAuthorizer, None without authorizer.class.name
     dynamic_config: Any = None  # kopfka.server.dynamic_config.DynamicBrokerConfig
+    local_controller: Any = None  # this node's QuorumController in combined mode (its metrics), else None
 
     @functools.cached_property
     def leader_discovery(self) -> bool:

@@ -282,7 +282,7 @@ def read_local_dynamic_configs(metadata_dir: Path, node_id: int) -> tuple[dict[s
     the image the broker catches up to replaces them once it is published)."""
     from kopfka.metadata import records as mr
     from kopfka.raft import snapshots
-    from kopfka.raft.local_raft import metadata_log_dir
+    from kopfka.raft.metadata_log import metadata_log_dir
 
     directory = metadata_log_dir(metadata_dir)
     configs: dict[str, dict[str, str]] = {"": {}, str(node_id): {}}

@@ -1,7 +1,8 @@
 """KafkaServer: start and stop one node (broker, controller or both) on the shared machinery.
 
-The combined single-node mode (the embedded default) runs a single-voter quorum in-process;
-separate controller and broker processes build on the same parts.
+Every node runs the same KRaft code (kopfka.server.kraft_node): the embedded default is a combined
+node whose quorum has one voter, itself, with the same raft client, snapshots, metadata-log
+retention, broker lifecycle, dir-failure reporting and AssignmentsManager as a cluster's nodes.
 """
 
 from __future__ import annotations
@@ -17,29 +18,22 @@ from typing import Any
 
 from kopfka.config.definitions import ConfigError
 from kopfka.config.server_config import KafkaConfig
-from kopfka.controller.quorum_controller import QuorumController
 from kopfka.log import meta_properties
 from kopfka.log.log_manager import LogManager
-from kopfka.metadata import bootstrap
 from kopfka.metadata import records as mr
 from kopfka.metadata.image import MetadataImage
 from kopfka.metadata.loader import InitialMetadataLoadError, MetadataLoader
-from kopfka.metrics.broker_metrics import BrokerMetrics
-from kopfka.quota.install import install as install_quotas
-from kopfka.raft.local_raft import LocalRaftClient
 from kopfka.security import scram
 from kopfka.security.acls import EMPTY_ACLS
 from kopfka.security.authorizer import StandardAuthorizer
 from kopfka.security.client import ClientSecurity
 from kopfka.security.listeners import ListenerSecurity, listener_protocol, listener_security
 from kopfka.server.broker_lifecycle import BrokerLifecycleManager, BrokerState
-from kopfka.server.broker_services import BrokerServices, InProcessController, make_config_for
+from kopfka.server.broker_services import BrokerServices
 from kopfka.server.dynamic_config import DynamicBrokerConfig, broker_reconfigurables, read_local_dynamic_configs
-from kopfka.server.fetch_session import FetchSessionCache
 from kopfka.server.health import HealthServer
 from kopfka.server.heap import freeze_startup_heap
 from kopfka.server.network import KafkaNetworkServer
-from kopfka.server.producer_id_manager import ProducerIdManager
 from kopfka.server.replica_manager import ReplicaManager
 from kopfka.server.replication_trace import TRACE
 from kopfka.server.scheduler import KafkaScheduler
@@ -59,10 +53,8 @@ class KafkaServer:
         self.lifecycle: BrokerLifecycleManager | None = None
         self.network: KafkaNetworkServer | None = None
         self.health: HealthServer | None = None
-        self.raft: LocalRaftClient | None = None
-        self.kraft: Any = None  # KRaftNode parts when running on the multi-node quorum
+        self.kraft: Any = None  # the KRaftNode parts: raft client, controller, broker channel
         self.loader: MetadataLoader | None = None
-        self.local_controller: QuorumController | None = None
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
         self.scheduler = KafkaScheduler(int(config["background.threads"]))
@@ -86,15 +78,6 @@ class KafkaServer:
             raise StartupError(str(exc)) from exc
         return next(iter(metas.values())).cluster_id
 
-    def _single_local_voter(self) -> bool:
-        """The embedded default: combined node, static quorum of itself → the in-process quorum."""
-        voters = self.config["controller.quorum.voters"]
-        return (
-            self.config.roles == {"broker", "controller"}
-            and bool(voters)
-            and [v.split("@")[0] for v in voters] == [str(self.node_id)]
-        )
-
     def _load_security(self) -> None:
         """Every listener's TLS/SASL settings, the client side of the broker's own connections
         and the authorizer, resolved before anything starts: a bad key stops the node with its name."""
@@ -103,8 +86,7 @@ class KafkaServer:
             self.listener_security = {lst.name: listener_security(cfg, lst.name) for lst in cfg.listeners}
             if cfg.is_broker:
                 self.inter_broker_security = ClientSecurity.inter_broker(cfg)
-            if not self._single_local_voter():
-                self.controller_security = ClientSecurity.controller(cfg)
+            self.controller_security = ClientSecurity.controller(cfg)
             StandardAuthorizer.from_config(cfg.values, lambda: EMPTY_ACLS)  # checks authorizer.class.name, super.users
         except ConfigError as exc:
             raise StartupError(str(exc)) from exc
@@ -137,12 +119,9 @@ class KafkaServer:
             self.health = HealthServer(lambda: self.state, self._ready)
             await self.health.start(host or "0.0.0.0", int(port))
         try:
-            if self._single_local_voter():
-                await self._start_local(cluster_id)
-            else:
-                from kopfka.server.kraft_node import start_kraft_node
+            from kopfka.server.kraft_node import start_kraft_node
 
-                await start_kraft_node(self, cluster_id)
+            await start_kraft_node(self, cluster_id)
         except InitialMetadataLoadError as exc:  # fatal, as Kafka's initial broker metadata load fault
             raise StartupError(f"initial broker metadata loading failed: {exc}") from exc
 
@@ -156,75 +135,9 @@ class KafkaServer:
         (and recovered: num.recovery.threads.per.data.dir) with the values last set."""
         self.dynamic_config.initialize(*read_local_dynamic_configs(self.config.metadata_log_dir, self.node_id))
 
-    async def _start_local(self, cluster_id: str) -> None:
-        cfg = self.config
-        loader = MetadataLoader("broker")
-        self.scheduler.bind(asyncio.get_running_loop())
-        self.initialize_dynamic_config()
-        self.log_manager = LogManager(
-            cfg.log_dirs, make_config_for(cfg, loader), scheduler=self.scheduler, server_config=cfg.values
-        )
-        self.log_manager.lock_dirs()
-        BrokerMetrics.for_registry().bind_log_manager(self.log_manager)  # recovery progress on /metrics
-        await asyncio.to_thread(self.log_manager.load_logs)
-        self.log_manager.startup()
-
-        self.raft = LocalRaftClient(
-            self.node_id, cfg.metadata_log_dir, segment_bytes=int(cfg["metadata.log.segment.bytes"])
-        )
-        controller = QuorumController(self.raft, node_id=self.node_id, cluster_id=cluster_id, static_config=cfg.values)
-        self.local_controller = controller
-        self.raft.register(loader)
-        self.raft.replay_committed()
-        boot = bootstrap.read_bootstrap(cfg.metadata_log_dir) or bootstrap.bootstrap_records()
-        await controller.bootstrap(boot)
-
-        self.replica_manager = ReplicaManager(self.node_id, self.log_manager)
-
-        services = BrokerServices(
-            config=cfg,
-            node_id=self.node_id,
-            cluster_id=cluster_id,
-            metadata=loader,
-            controller=InProcessController(controller),
-            replica_manager=self.replica_manager,
-            log_manager=self.log_manager,
-            fetch_sessions=FetchSessionCache(int(cfg["max.incremental.fetch.session.cache.slots"])),
-            producer_ids=ProducerIdManager(
-                lambda: controller.allocate_producer_ids(
-                    self.node_id, self.lifecycle.broker_epoch if self.lifecycle else -1
-                )
-            ),
-        )
-        install_quotas(services, loader)  # quotas, broker metrics, client telemetry (kopfka.quota.install)
-        services.authorizer = self.bind_security(lambda: loader.image, [lst.name for lst in cfg.broker_listeners])
-        self.lifecycle = BrokerLifecycleManager(
-            self.node_id,
-            cluster_id,
-            controller,
-            endpoints=self.endpoints(),
-            rack=cfg["broker.rack"],
-            log_dirs=tuple(m.directory_id for m in meta_properties.verify(cfg.log_dirs, self.node_id).values()),
-            metadata_offset=lambda: loader.last_applied_offset,
-            heartbeat_interval_ms=int(cfg["broker.heartbeat.interval.ms"]),
-            registration_timeout_ms=int(cfg["initial.broker.registration.timeout.ms"]),
-            previous_broker_epoch=self.log_manager.previous_broker_epoch,
-        )
-        services.lifecycle = self.lifecycle
-        self._install_publishers(loader, services)
-        self.log_manager.broker_epoch = -1
-        await self.lifecycle.start()
-        await self.lifecycle.wait_unfenced()
-        self.log_manager.broker_epoch = self.lifecycle.broker_epoch
-
-        self.network = KafkaNetworkServer(services, int(cfg["socket.request.max.bytes"]), self.listener_security)
-        for lst in cfg.broker_listeners:
-            await self.network.start_listener(lst.name, lst.host, lst.port)
-        log.info("[KafkaServer id=%d] started (cluster id %s)", self.node_id, cluster_id)
-
     def _install_publishers(self, loader: MetadataLoader, services: BrokerServices) -> None:
-        """The broker's metadata publishers, in order; both startup paths install them here,
-        once the loader holds the caught-up image."""
+        """The broker's metadata publishers, in order, installed once the loader holds the
+        caught-up image."""
         assert self.replica_manager is not None and self.log_manager is not None
         self.loader = loader
         # logs the image says this broker must not serve (deleted topics, moved replicas) become strays
@@ -292,12 +205,8 @@ class KafkaServer:
         await self.scheduler.shutdown()
         if self.log_manager is not None:
             await asyncio.to_thread(self.log_manager.shutdown)
-        if self.local_controller is not None:
-            await self.local_controller.close()
         if self.kraft is not None:
             await self.kraft.close()
-        if self.raft is not None:
-            self.raft.close()
         if self.health is not None:
             await self.health.stop()
         if self.lifecycle is not None:

@@ -1,4 +1,5 @@
-"""Startup of a node on the multi-node KRaft quorum: controller, broker, or both.
+"""Startup of a node on the KRaft quorum: controller, broker, or both; the one startup path, the
+embedded default's single-voter quorum included.
 
 A controller runs the raft client as a voter (or as an observer until it is added to a dynamic
 voter set), the QuorumController on top of it and the controller listener. A broker runs the
@@ -236,10 +237,11 @@ async def _start_broker(server: KafkaServer, node: KRaftNode, cluster_id: str) -
         producer_ids=ProducerIdManager(
             lambda: remote.allocate_producer_ids(node_id, server.lifecycle.broker_epoch if server.lifecycle else -1)
         ),
+        local_controller=node.controller,
     )
     from kopfka.quota.install import install as install_quotas
 
-    install_quotas(services, loader)  # quotas, broker metrics, client telemetry, as in the single-node path
+    install_quotas(services, loader)  # quotas, broker metrics, client telemetry
     services.authorizer = server.bind_security(lambda: loader.image, [lst.name for lst in cfg.broker_listeners])
     server.lifecycle = BrokerLifecycleManager(
         node_id,

@@ -1,10 +1,11 @@
 """RemoteController: the QuorumController's async surface, served by the active controller over RPC.
 
-Request handlers and the BrokerLifecycleManager call `services.controller.x(...)` whether the
-controller is in-process (single-voter combined mode) or elsewhere. This is the elsewhere case
-(Kafka's NodeToControllerChannelManager): the active controller is the raft leader this node
-learned from its metadata fetches; NOT_CONTROLLER, a dropped connection or an unknown leader are
-retried against the (possibly new) leader until the request timeout.
+Request handlers and the BrokerLifecycleManager call `services.controller.x(...)`; on every node,
+a combined one included (its broker reaches its own controller over the controller listener, as
+Kafka's does), that is this channel, Kafka's NodeToControllerChannelManager: the active controller
+is the raft leader this node learned from its metadata fetches; NOT_CONTROLLER, a dropped
+connection or an unknown leader are retried against the (possibly new) leader until the request
+timeout.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """DescribeQuorum, AddRaftVoter and RemoveRaftVoter sent to a broker: forwarded to the active
 controller, as Kafka's brokers do, so `kafka-metadata-quorum --bootstrap-server` and admin
-clients' describeMetadataQuorum/addRaftVoter/removeRaftVoter work against brokers. The embedded
-single-node default answers DescribeQuorum from its in-process quorum, whose voter set is static."""
+clients' describeMetadataQuorum/addRaftVoter/removeRaftVoter work against brokers (the embedded
+default included: its broker forwards to its own controller)."""
 
 from __future__ import annotations
 
@@ -31,24 +31,11 @@ def _leader_moved(resp: Any) -> bool:
     )
 
 
-def _voter_endpoint(ctx: RequestContext) -> tuple[str, int] | None:
-    for v in ctx.services.config["controller.quorum.voters"]:
-        node, _, hostport = v.partition("@")
-        if int(node) == ctx.services.node_id:
-            host, _, port = hostport.rpartition(":")
-            return host.strip("[]"), int(port)
-    return None
-
-
 @api(DESCRIBE_QUORUM)
 async def handle_describe_quorum(ctx: RequestContext, req: Any) -> dict[str, Any]:
     if not authorize_cluster(ctx, AclOperation.DESCRIBE):
-        return {"error_code": ErrorCode.cluster_authorization_failed, "error_message": None, "topics": [],
-                "nodes": []}
-    controller = ctx.services.controller
-    forward = getattr(controller, "forward", None)
-    if forward is None:  # the in-process quorum of the embedded default
-        return controller.raft.describe_quorum(_voter_endpoint(ctx))  # type: ignore[no-any-return]
+        return {"error_code": ErrorCode.cluster_authorization_failed, "error_message": None, "topics": [], "nodes": []}
+    forward = ctx.services.controller.forward
     deadline = time.monotonic() + int(ctx.services.config["request.timeout.ms"]) / 1000
     try:
         while True:
@@ -63,13 +50,7 @@ async def handle_describe_quorum(ctx: RequestContext, req: Any) -> dict[str, Any
 async def _forward_voter_change(ctx: RequestContext, api_key: int, req: Any) -> dict[str, Any]:
     if not authorize_cluster(ctx, AclOperation.ALTER):
         return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "error_message": None}
-    forward = getattr(ctx.services.controller, "forward", None)
-    if forward is None:
-        return {
-            "throttle_time": 0,
-            "error_code": ErrorCode.invalid_request,
-            "error_message": "the voter set of the embedded single-node quorum is static",
-        }
+    forward = ctx.services.controller.forward
     try:
         return as_dict(await forward(api_key, ctx.api_version, as_dict(req)))
     except KafkaError as exc:
