@@ -166,3 +166,29 @@ def test_a_data_dir_of_the_old_in_process_path_starts_on_kraft(tmp_path: Path) -
         assert '"data_version": 1' in state and '"leaderEpoch": 3' in state, state
     finally:
         k.kill()
+
+
+def test_an_authorizer_without_a_super_user_broker_principal_stops_with_the_reason(tmp_path: Path) -> None:
+    """With an authorizer, the node's broker reaches its own controller like any broker: on the
+    default PLAINTEXT controller listener as User:ANONYMOUS, which lacks ClusterAction. The start
+    fails and says so (the controller answers CLUSTER_AUTHORIZATION_FAILED rather than dropping
+    the connection, which left only '0 bytes read')."""
+    k = KopfkaProcess(
+        tmp_path / "data",
+        overrides={
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": "User:admin",
+            "initial.broker.registration.timeout.ms": "3000",
+        },
+    )
+    try:
+        try:
+            k.start(timeout=30)
+        except RuntimeError as exc:  # exited
+            text = str(exc)
+        else:
+            raise AssertionError("started although its broker may not register")
+        assert "needs ClusterAction: add it to super.users" in text, text[-2000:]
+        assert k.proc is not None and k.proc.returncode != 0
+    finally:
+        k.kill()

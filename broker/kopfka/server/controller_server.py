@@ -82,6 +82,18 @@ def controller_request_allowed(svc: ControllerServices, principal: Any, host: st
     return op is not None and authz.authorize(principal, host, op, ResourceType.CLUSTER, CLUSTER_NAME)
 
 
+# BrokerRegistration and BrokerHeartbeat from a principal without ClusterAction: refused with
+# CLUSTER_AUTHORIZATION_FAILED, which the broker's start reports (instead of a dropped connection)
+UNAUTHORIZED_BROKER_RESPONSES: dict[int, dict[str, Any]] = {
+    62: {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "broker_epoch": -1},
+    63: {
+        "throttle_time": 0,
+        "error_code": ErrorCode.cluster_authorization_failed,
+        "is_caught_up": False,
+        "is_fenced": True,
+        "should_shut_down": False,
+    },
+}
 QUORUM_RPCS = frozenset({1, 52, 53, 54, 59})  # Fetch, Vote, Begin/EndQuorumEpoch, FetchSnapshot
 ControllerHandler = Callable[[ControllerServices, int, Any], Awaitable[dict[str, Any]]]
 CONTROLLER_HANDLERS: dict[int, ControllerHandler] = {}
@@ -120,6 +132,13 @@ class ControllerConnection(Connection):
             raise FrameError(f"cannot parse {schema.__name__} v{version}: {exc}") from exc
         svc = self.server.services
         if not controller_request_allowed(svc, self.principal, self.client_host, api_key):
+            refusal = UNAUTHORIZED_BROKER_RESPONSES.get(api_key)
+            if refusal is not None:  # answered, as Kafka's ControllerApis does, so the broker can say why
+                log.warning("%s may not send request %s (needs ClusterAction)", self.principal, api_key)
+                body = build(load_response_schema(api_key, version), refusal)
+                self.write(encode_response(api_key, version, corr, body))
+                await self.drain()
+                return True
             log.warning(
                 "Closing controller connection from %s: %s may not send request %s (needs ClusterAction)",
                 self.peer,

@@ -589,4 +589,10 @@ def _registration_message(code: ErrorCode, broker_id: int) -> str:
         )
     if code == ErrorCode.inconsistent_cluster_id:
         return "cluster id mismatch: this node's log dirs were formatted for another cluster than the controllers'"
+    if code == ErrorCode.cluster_authorization_failed:
+        return (
+            "the controller refused this broker: the principal it reaches the controller listener as "
+            "(User:ANONYMOUS on a PLAINTEXT one) needs ClusterAction: add it to super.users, or "
+            "authenticate the controller listener (SASL, or SSL with client auth) as a super user"
+        )
     return f"registration refused: {code.name}"
