@@ -47,7 +47,7 @@ def test_commit_and_abort_by_isolation_level(broker: KopfkaProcess, producer: st
     everything = sorted([*committed, *(f"a1-{i}" for i in range(6))])
     for reader in CLIENTS:
         assert sorted(read_values(reader, broker.bootstrap, topic, 2, committed=True)) == committed, reader
-    for reader in ("confluent", "kafka-python"):
+    for reader in CLIENTS:
         assert sorted(read_values(reader, broker.bootstrap, topic, 2, committed=False)) == everything, reader
 
 
