@@ -75,6 +75,42 @@ def test_add_partitions_and_end_txn_errors(broker: KopfkaProcess) -> None:
     run(broker.bootstrap, scenario)
 
 
+def test_init_over_an_open_transaction_answers_concurrent_transactions_until_fenced(broker: KopfkaProcess) -> None:
+    """Kafka's InitProducerId over an Ongoing transaction: the coordinator bumps the epoch (fencing
+    the open producer), starts aborting its transaction, and answers CONCURRENT_TRANSACTIONS; the
+    caller retries (still CONCURRENT_TRANSACTIONS while the abort's markers are pending) until the
+    abort is complete and it gets the next epoch. The first answer is always the retriable error:
+    it is sent once the abort has been prepared, never after a completed init."""
+
+    async def scenario(t: Txn) -> None:
+        r = await t.init("fence-init")
+        pid, e0 = r.producer_id, r.producer_epoch
+        assert await t.add("fence-init", pid, e0, [("tp", 1)]) == {("tp", 1): ErrorCode.none}
+        assert (await t.produce("fence-init", pid, e0, 0, ("tp", 1), b"fenced"))[0] == ErrorCode.none
+        again = await t.init("fence-init")
+        assert again.error_code == ErrorCode.concurrent_transactions
+        (d,) = await t.describe("fence-init")
+        assert d.state in ("PrepareAbort", "CompleteAbort") and d.producer_epoch > e0
+        answers = [int(again.error_code)]
+        deadline = time.monotonic() + 15
+        while again.error_code == ErrorCode.concurrent_transactions:
+            assert time.monotonic() < deadline, "the fencing abort never completed"
+            time.sleep(0.02)
+            again = await t.init("fence-init")
+            answers.append(int(again.error_code))
+        assert answers[-1] == ErrorCode.none and set(answers[:-1]) == {ErrorCode.concurrent_transactions}, answers
+        # +1 fencing the open producer, +1 by the abort (transaction.version 2, as in the zombie
+        # test of test_txn_clients.py), +1 for the new init
+        assert (again.producer_id, again.producer_epoch) == (pid, e0 + 3)
+        # the fenced producer's commit is refused; the new producer starts with no transaction open
+        assert (await t.end("fence-init", pid, e0, True)).error_code == ErrorCode.producer_fenced
+        assert (await t.describe("fence-init"))[0].state == "Empty"
+        lso, hw = await t.offsets(("tp", 1))
+        assert lso == hw, "the fenced transaction was aborted (its marker written)"
+
+    run(broker.bootstrap, scenario)
+
+
 def test_kip890_verification_and_the_last_stable_offset(broker: KopfkaProcess) -> None:
     async def scenario(t: Txn) -> None:
         r = await t.init("verify")
