@@ -219,3 +219,39 @@ def test_serve_refuses_an_ssl_listener_without_a_keystore(tmp_path: Path) -> Non
     res = kopfka("serve", "--config", str(cfg))
     assert res.returncode == 1
     assert "ssl.keystore.location" in res.stderr and "a TLS listener needs a keystore" in res.stderr
+
+
+def _kafka_bootstrap_checkpoint() -> bytes:
+    """bootstrap.checkpoint as `kafka-storage format` writes it: a snapshot-header control batch,
+    the records in Kafka's binary metadata format (frame version 1, api key, version, message) and
+    a snapshot-footer control batch. Here one FeatureLevelRecord (api key 12) for metadata.version."""
+    import struct
+
+    from kopfka.protocol.record_codec import Record, encode_batch
+
+    header = Record(0, 0, struct.pack(">hh", 0, 3), struct.pack(">hq", 0, 0) + b"\x00")
+    name = b"metadata.version"
+    feature = bytes([1, 12, 0, len(name) + 1]) + name + struct.pack(">h", 27) + b"\x00"
+    footer = Record(0, 0, struct.pack(">hh", 0, 4), struct.pack(">h", 0) + b"\x00")
+    return (
+        encode_batch([header], control=True)
+        + encode_batch([Record(0, 0, None, feature)], base_offset=1)
+        + encode_batch([footer], base_offset=2, control=True)
+    )
+
+
+def test_kafka_formatted_bootstrap_checkpoint_is_refused_in_one_line(tmp_path: Path) -> None:
+    """A dir formatted by Kafka's own kafka-storage holds its bootstrap.checkpoint in Kafka's
+    binary metadata record format: `kopfka serve` names the file and the format and exits 1,
+    instead of a MetadataRecordError traceback (tests/kafkaref/test_data_dirs.py does it with a
+    dir formatted by Kafka itself)."""
+    cfg = props(tmp_path / "server.properties")
+    cid = kopfka("storage", "random-uuid").stdout.strip()
+    assert kopfka("storage", "format", "--cluster-id", cid, "--config", str(cfg)).returncode == 0
+    checkpoint = tmp_path / "logs" / "bootstrap.checkpoint"
+    checkpoint.write_bytes(_kafka_bootstrap_checkpoint())
+    res = kopfka("serve", "--config", str(cfg))
+    assert res.returncode == 1, res.stderr[-2000:]
+    assert "Traceback" not in res.stderr, res.stderr[-2000:]
+    line = f"kopfka serve: {checkpoint} was written in Apache Kafka's binary metadata record format, "
+    assert f"{line}which kopfka does not read yet\n" in res.stderr, res.stderr[-2000:]

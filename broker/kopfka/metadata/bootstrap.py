@@ -58,6 +58,11 @@ def read_bootstrap(metadata_dir: Path) -> list[mr.MetadataRecord] | None:
         return None
     data = path.read_bytes()
     out: list[mr.MetadataRecord] = []
-    for header in iter_batches(data):
-        out.extend(mr.decode(r.value or b"") for r in decode_records(data, header))
+    try:
+        for header in iter_batches(data):
+            if header.is_control:  # Kafka's snapshot header and footer; kopfka writes none
+                continue
+            out.extend(mr.decode(r.value or b"") for r in decode_records(data, header))
+    except mr.KafkaBinaryRecordError as exc:  # e.g. a dir formatted by kafka-storage
+        raise exc.in_file(path) from None
     return out

@@ -237,6 +237,23 @@ class MetadataRecordError(ValueError):
     pass
 
 
+class KafkaBinaryRecordError(MetadataRecordError):
+    """A metadata record in Apache Kafka's binary format (frame version, api key and version as
+    varints, then the message), which kopfka does not read yet: its own records are JSON after a
+    2-byte header. Readers of a file re-raise it with `in_file` so the message names the file."""
+
+    def in_file(self, path: object) -> KafkaBinaryRecordError:
+        return KafkaBinaryRecordError(
+            f"{path} was written in Apache Kafka's binary metadata record format, which kopfka does not read yet"
+        )
+
+
+def _kafka_binary(data: bytes) -> bool:
+    """Kafka's frame version 1, a one-byte api key and a small version; kopfka's JSON body starts
+    at the third byte with '{'."""
+    return len(data) >= 3 and data[0] == 1 and data[1] < 0x80 and data[2] < 0x20
+
+
 def _plain(value: Any) -> Any:
     if isinstance(value, bytes | bytearray):
         return base64.b64encode(value).decode()
@@ -271,6 +288,8 @@ def decode(data: bytes) -> MetadataRecord:
     if len(data) < 2:
         raise MetadataRecordError("metadata record shorter than its 2-byte header")
     cls = _REGISTRY.get(data[0])
+    if (cls is None or data[2:3] != b"{") and _kafka_binary(data):
+        raise KafkaBinaryRecordError(f"a record in Apache Kafka's binary metadata format (api key {data[1]})")
     if cls is None:
         raise MetadataRecordError(f"unknown metadata record type {data[0]}")
     try:

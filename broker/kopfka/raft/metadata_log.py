@@ -35,7 +35,12 @@ def read_committed_batches(log_: UnifiedLog, start: int, end: int) -> list[Commi
                 continue
             if header.base_offset >= end:
                 return out
-            recs = tuple(mr.decode(r.value or b"") for r in decode_records(data, header))
+            try:
+                if header.is_control:  # Kafka's KRaft control records (LeaderChange, voters): kopfka writes none
+                    raise mr.KafkaBinaryRecordError("a KRaft control batch")
+                recs = tuple(mr.decode(r.value or b"") for r in decode_records(data, header))
+            except mr.KafkaBinaryRecordError as exc:  # e.g. a log dir written by Kafka
+                raise exc.in_file(f"{log_.dir} (offset {header.base_offset})") from None
             out.append(
                 CommittedBatch(
                     header.base_offset, header.last_offset, header.partition_leader_epoch, header.max_timestamp, recs

@@ -61,6 +61,8 @@ def encode_snapshot(records: list[mr.MetadataRecord]) -> bytes:
 def decode_snapshot(data: bytes) -> list[mr.MetadataRecord]:
     out: list[mr.MetadataRecord] = []
     for header in iter_batches(data):
+        if header.is_control:  # Kafka's snapshot header and footer; kopfka writes none
+            continue
         out.extend(mr.decode(r.value or b"") for r in decode_records(data, header))
     return out
 
@@ -79,7 +81,11 @@ def write_snapshot_bytes(log_dir: Path, snap: SnapshotId, data: bytes) -> Path:
 
 
 def read_snapshot(log_dir: Path, snap: SnapshotId) -> list[mr.MetadataRecord]:
-    return decode_snapshot((log_dir / snap.file_name).read_bytes())
+    path = log_dir / snap.file_name
+    try:
+        return decode_snapshot(path.read_bytes())
+    except mr.KafkaBinaryRecordError as exc:
+        raise exc.in_file(path) from None
 
 
 def delete_snapshots_before(log_dir: Path, keep: SnapshotId) -> None:
