@@ -172,8 +172,8 @@ def _events(kube: Kube, ns: str, reason: str) -> list[str]:
 def test_a_failed_disk_is_reported_with_its_partitions_until_the_broker_is_back(
     operator: Kube, ns: str, cluster: dict[str, Any]
 ) -> None:
-    """Volume 2 of one broker fails under it (in the container's mount namespace the disk goes
-    away and a file takes the dir's place, as the local KRaft test does with a dir): the broker
+    """Volume 2 of one broker fails under it (in the container's mount namespace an empty
+    read-only filesystem is mounted over it, so writes there fail as on a failing disk): the broker
     runs on with its other disk, and status.logDirs names the broker, the dir, the volume and
     exactly the replicas that were on it; the Warning condition and an Event say so. A restarted
     pod mounts the disk again and the report clears."""
@@ -184,8 +184,10 @@ def test_a_failed_disk_is_reported_with_its_partitions_until_the_broker_is_back(
     assert on_disk, "volume 2 of broker 0 holds no replica: nothing would go offline"
     pid = _container_pid(operator, ns, pod)
     path = "/var/lib/kopfka/data-2"
+    # the container's view of the disk turns into an empty read-only filesystem: the broker's
+    # next checkpoint write there fails (EROFS), as on a disk the kernel remounted read-only
     subprocess.run(
-        ["nsenter", "-t", str(pid), "-m", "sh", "-c", f"umount -l {path} && rmdir {path} && echo gone > {path}"],
+        ["nsenter", "-t", str(pid), "-m", "-r", "-w", "mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", path],
         check=True,
     )
     started = time.monotonic()

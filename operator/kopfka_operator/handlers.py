@@ -223,11 +223,12 @@ def register(
         """status.logDirs when the cluster's failed disks changed (None: unchanged or unknown)."""
         if not isinstance(view, AdminKafkaView):
             return None
+        before = ((body.get("status") or {}).get("logDirs") or {}).get("offline") or []
         try:
-            found = log_dirs_status(await read_offline_dirs(view))
+            live, offline = await read_offline_dirs(view)
         except (OSError, TimeoutError, ConnectionError, AdminError):
             return None  # no broker reachable: keep what status says until one answers
-        before = ((body.get("status") or {}).get("logDirs") or {}).get("offline") or []
+        found = log_dirs_status(offline, live, before)
         if list(before) == found["offline"]:
             return None
         for event in changes(before, found["offline"]):

@@ -86,9 +86,10 @@ async def _offline_dirs_of(address: str, view: AdminKafkaView) -> tuple[str, ...
     return tuple(sorted(d.path for d in dirs if d.error == ErrorCode.kafka_storage_error))
 
 
-async def read_offline_dirs(view: AdminKafkaView) -> list[OfflineDirs]:
-    """The cluster's failed disks now: one Metadata, then DescribeLogDirs of each broker that
-    has offline replicas (none in a healthy cluster, so the usual cost is one Metadata)."""
+async def read_offline_dirs(view: AdminKafkaView) -> tuple[frozenset[int], list[OfflineDirs]]:
+    """The live brokers and the cluster's failed disks now: one Metadata, then DescribeLogDirs of
+    each broker that has offline replicas (none in a healthy cluster: the usual cost is one
+    Metadata)."""
     brokers, topics = await view.metadata()
     out = []
     for broker, partitions in offline_partitions(brokers, topics).items():
@@ -97,11 +98,19 @@ async def read_offline_dirs(view: AdminKafkaView) -> list[OfflineDirs]:
         with contextlib.suppress(OSError, TimeoutError, ConnectionError):
             dirs = await _offline_dirs_of(f"{host}:{port}", view)
         out.append(OfflineDirs(broker, dirs, tuple(partitions)))
-    return out
+    return frozenset(brokers), out
 
 
-def log_dirs_status(found: Sequence[OfflineDirs]) -> dict[str, Any]:
-    return {"offline": [status_entry(f) for f in found]}
+def log_dirs_status(
+    found: Sequence[OfflineDirs], live: Iterable[int] | None = None, before: Sequence[Mapping[str, Any]] = ()
+) -> dict[str, Any]:
+    """status.logDirs. A broker reported before that is not live now (its pod restarting, say)
+    keeps its entry: whether the disk is back is known only once the broker is."""
+    entries = [status_entry(f) for f in found]
+    if live is not None:
+        up = set(live)
+        entries += [dict(e) for e in before if int(e["broker"]) not in up]
+    return {"offline": sorted(entries, key=lambda e: int(e["broker"]))}
 
 
 def changes(before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, str]]:

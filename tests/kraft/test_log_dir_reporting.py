@@ -125,7 +125,8 @@ def test_dirs_registered_cordoned_assigned_and_failed(tmp_path: Path) -> None:
         assert b0.alive, "a broker with a live dir left keeps running"
 
         # the operator's reading of it (status.logDirs.offline): broker 0, dir b, its partitions
-        found = run(read_offline_dirs(AdminKafkaView(b1.address)))
+        live, found = run(read_offline_dirs(AdminKafkaView(b1.address)))
+        assert live == {0, 1}
         assert found == [OfflineDirs(0, (str(b),), tuple(f"placed-{pid}" for pid in on_b))]
     finally:
         c.stop()

@@ -63,6 +63,18 @@ def test_events_when_a_dir_fails_and_when_it_is_back() -> None:
     assert changes(failed, []) == [("Normal", "LogDirOnline", "broker 1: /var/lib/kopfka/data-1 no longer offline")]
 
 
+def test_a_reported_broker_that_is_down_keeps_its_entry_until_it_is_back() -> None:
+    """Seen on the test bed: the pod of the broker with the failed disk was deleted, and while
+    it restarted the report cleared ("no longer offline") though nobody knew yet."""
+    before = log_dirs_status([OfflineDirs(0, ("/var/lib/kopfka/data-2",), ("t-0",))])["offline"]
+    restarting = log_dirs_status([], live=[1, 2], before=before)["offline"]
+    assert restarting == before and changes(before, restarting) == []
+    other = log_dirs_status([OfflineDirs(2, ("/var/lib/kopfka/data-0",), ("u-1",))], live=[1, 2], before=before)
+    assert [e["broker"] for e in other["offline"]] == [0, 2]
+    back = log_dirs_status([], live=[0, 1, 2], before=before)["offline"]
+    assert back == [] and changes(before, back)[0][1] == "LogDirOnline"
+
+
 def _status(previous: dict[str, Any]) -> dict[str, Any]:
     storage = {"volumes": [{"id": 0, "size": "1Gi"}, {"id": 1, "size": "1Gi"}]}
     spec = parse_spec(
