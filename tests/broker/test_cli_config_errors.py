@@ -240,17 +240,20 @@ def _kafka_bootstrap_checkpoint() -> bytes:
     )
 
 
-def test_kafka_formatted_bootstrap_checkpoint_is_refused_in_one_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize("written_by_kafka", ["bootstrap.checkpoint", "__cluster_metadata-0/00000000000000000000.log"])
+def test_kafka_formatted_metadata_is_refused_in_one_line(tmp_path: Path, written_by_kafka: str) -> None:
     """A dir formatted by Kafka's own kafka-storage holds its bootstrap.checkpoint in Kafka's
-    binary metadata record format: `kopfka serve` names the file and the format and exits 1,
-    instead of a MetadataRecordError traceback (tests/kafkaref/test_data_dirs.py does it with a
-    dir formatted by Kafka itself)."""
+    binary metadata record format, and a dir Kafka ran on its metadata log too: `kopfka serve`
+    names the file and the format and exits 1, instead of a MetadataRecordError traceback (for
+    bootstrap.checkpoint) or a raft client retrying the log forever (for the log).
+    tests/kafkaref/test_data_dirs.py does it with a dir formatted by Kafka itself."""
     cfg = props(tmp_path / "server.properties")
     cid = kopfka("storage", "random-uuid").stdout.strip()
     assert kopfka("storage", "format", "--cluster-id", cid, "--config", str(cfg)).returncode == 0
-    checkpoint = tmp_path / "logs" / "bootstrap.checkpoint"
+    checkpoint = tmp_path / "logs" / written_by_kafka
+    checkpoint.parent.mkdir(exist_ok=True)
     checkpoint.write_bytes(_kafka_bootstrap_checkpoint())
-    res = kopfka("serve", "--config", str(cfg))
+    res = kopfka("serve", "--config", str(cfg), timeout=60)
     assert res.returncode == 1, res.stderr[-2000:]
     assert "Traceback" not in res.stderr, res.stderr[-2000:]
     line = f"kopfka serve: {checkpoint} was written in Apache Kafka's binary metadata record format, "

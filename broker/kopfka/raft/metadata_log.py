@@ -20,6 +20,29 @@ def metadata_log_dir(metadata_dir: Path) -> Path:
     return metadata_dir / f"{METADATA_TOPIC}-0"
 
 
+def refuse_kafka_format(log_dir: Path) -> None:
+    """Raise KafkaBinaryRecordError naming the file if the metadata log's segments or snapshots
+    were written by Apache Kafka, before the raft client reads them (there the error would only
+    be retried). The first data batch of each file tells; anything else unreadable is left to
+    log recovery."""
+    for path in sorted([*log_dir.glob("*.log"), *log_dir.glob("*.checkpoint")]):
+        with path.open("rb") as f:
+            head = f.read(1 << 16)
+        try:
+            for header in iter_batches(head, allow_partial_tail=True):
+                if header.is_control and path.suffix == ".checkpoint":
+                    continue  # Kafka's snapshot header
+                if header.is_control:  # Kafka's KRaft control records (LeaderChange, voters): kopfka writes none
+                    raise mr.KafkaBinaryRecordError("a KRaft control batch")
+                for r in decode_records(head, header):
+                    mr.decode(r.value or b"")
+                break
+        except mr.KafkaBinaryRecordError as exc:
+            raise exc.in_file(path) from None
+        except Exception:  # a torn or corrupt file is log recovery's business
+            continue
+
+
 def read_committed_batches(log_: UnifiedLog, start: int, end: int) -> list[CommittedBatch]:
     """Decode metadata batches in [start, end) from the log."""
     out: list[CommittedBatch] = []

@@ -28,6 +28,7 @@ from kopfka.metadata.image import METADATA_VERSION
 from kopfka.metadata.loader import MetadataLoader
 from kopfka.metrics.broker_metrics import BrokerMetrics
 from kopfka.raft.kafka_raft import KafkaRaftClient
+from kopfka.raft.metadata_log import metadata_log_dir, refuse_kafka_format
 from kopfka.raft.snapshot_generator import SnapshotGenerator
 from kopfka.server.assignments_manager import AssignmentsManager
 from kopfka.server.broker_lifecycle import BrokerLifecycleManager, RegistrationError
@@ -113,6 +114,7 @@ async def start_kraft_node(server: KafkaServer, cluster_id: str) -> None:
     meta = meta_properties.read(cfg.metadata_log_dir)
     assert meta is not None  # _check_formatted ran
     boot = bootstrap.read_bootstrap(cfg.metadata_log_dir) or bootstrap.bootstrap_records()
+    refuse_kafka_format(metadata_log_dir(cfg.metadata_log_dir))  # a log dir written by Kafka: one clear line
     if cfg.is_broker:  # before the raft client touches the metadata log
         server.initialize_dynamic_config()
     boot_voters: tuple[tuple[int, str, str, int], ...] = ()
