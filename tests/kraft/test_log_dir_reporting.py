@@ -7,13 +7,16 @@ names their replicas there offline."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from cluster import Cluster, create_topic, metadata, run, wait_until
+from kopfka.client.admin import Admin, AdminError
 from kopfka.log import meta_properties
 from kopfka.metadata import records as mr
 from kopfka.metadata.image import MetadataImage, replay
+from kopfka.protocol.errors import ErrorCode
 from kopfka.protocol.record_codec import decode_records
 from kopfka.protocol.records import iter_batches
 from kopfka_operator.log_dir_health import OfflineDirs, read_offline_dirs
@@ -24,6 +27,7 @@ FAST_LOG = {
     "log.flush.offset.checkpoint.interval.ms": "200",
     "log.flush.start.offset.checkpoint.interval.ms": "200",
 }
+CORDONED = "cordoned.log.dirs"
 
 
 def controller_image(node: Any) -> MetadataImage:
@@ -128,5 +132,112 @@ def test_dirs_registered_cordoned_assigned_and_failed(tmp_path: Path) -> None:
         live, found = run(read_offline_dirs(AdminKafkaView(b1.address)))
         assert live == {0, 1}
         assert found == [OfflineDirs(0, (str(b),), tuple(f"placed-{pid}" for pid in on_b))]
+    finally:
+        c.stop()
+
+
+async def _with_admin(addr: str, call: Callable[[Admin], Awaitable[Any]]) -> Any:
+    admin = await Admin.connect(addr)
+    try:
+        return await call(admin)
+    finally:
+        await admin.close()
+
+
+async def _alter_cordoned(addr: str, broker: str, value: str | None) -> None:
+    """IncrementalAlterConfigs of cordoned.log.dirs on BROKER `broker` ("" = cluster default):
+    SET `value`, or DELETE when None."""
+    op = (CORDONED, 1, None) if value is None else (CORDONED, 0, value)
+    await _with_admin(addr, lambda adm: adm.incremental_alter_configs(4, broker, [op]))
+
+
+def test_cordoned_log_dirs_altered_at_runtime(tmp_path: Path) -> None:
+    """KIP-1066 cordoned.log.dirs as a dynamic config: cordoning a broker's dirs at runtime is
+    reported in the next heartbeat and recorded by the controller, new replicas avoid it,
+    DescribeLogDirs shows it, AlterReplicaLogDirs into a cordoned dir is refused, a path outside
+    log.dirs is INVALID_CONFIG, and uncordoning (an empty list) brings placements back. Also at
+    the cluster default with `*`."""
+    c = Cluster(tmp_path / "c", 1, 2, props=FAST_LOG)
+    b0, b1 = c.brokers
+    a, b = b0.dir / "logs-a", b0.dir / "logs-b"
+    cd, dd = b1.dir / "logs-c", b1.dir / "logs-d"
+    b0.props = {**FAST_LOG, "log.dirs": f"{a},{b}"}
+    b1.props = {**FAST_LOG, "log.dirs": f"{cd},{dd}"}
+    try:
+        c.format_all()
+        c.start()
+        ctl = c.controllers[0]
+        ids0, ids1 = (dir_id(a), dir_id(b)), (dir_id(cd), dir_id(dd))
+
+        def cordoned_in_controller(expected: dict[int, tuple[str, ...]]) -> Callable[[], bool]:
+            def check() -> bool:
+                img = controller_image(ctl)
+                return all(
+                    bid in img.brokers
+                    and img.brokers[bid].cordoned_log_dirs is not None
+                    and tuple(sorted(img.brokers[bid].cordoned_log_dirs or ())) == tuple(sorted(dirs))
+                    for bid, dirs in expected.items()
+                )
+
+            return check
+
+        # the metadata version supports cordoning: an empty set is reported (and recorded) from the start
+        wait_until(cordoned_in_controller({0: (), 1: ()}), 15, "both brokers to report no cordoned dir")
+
+        # cordon every dir of broker 1 at runtime (refused as static before)
+        run(_alter_cordoned(b0.address, "1", f"{cd},{dd}"))
+        wait_until(cordoned_in_controller({0: (), 1: ids1}), 10, "broker 1's cordoned dirs recorded")
+        dirs1 = run(_with_admin(b1.address, lambda adm: adm.describe_log_dirs()))
+        assert {Path(d.path).name: d.cordoned for d in dirs1} == {"logs-c": True, "logs-d": True}
+        res = run(create_topic(b0.address, "avoid1", partitions=4, rf=1))
+        assert res.error_code == 0, res.error_message
+        parts = run(metadata(b0.address, ["avoid1"])).topics[0].partitions
+        assert all(list(p.replica_nodes) == [0] for p in parts), [list(p.replica_nodes) for p in parts]
+        res = run(create_topic(b0.address, "too-wide", partitions=1, rf=2))
+        assert res.error_code != 0, "RF=2 needs broker 1, whose dirs are all cordoned"
+
+        # one dir of broker 0: new partitions land in the other one; no move into it either
+        run(_alter_cordoned(b0.address, "0", str(a)))
+        wait_until(cordoned_in_controller({0: (ids0[0],)}), 10, "broker 0's dir a recorded as cordoned")
+        res = run(create_topic(b0.address, "in-b", partitions=4, rf=1))
+        assert res.error_code == 0, res.error_message
+        wait_until(lambda: all((b / f"in-b-{p}").is_dir() for p in range(4)), 10, "in-b's logs created in dir b")
+        assert not any((a / f"in-b-{p}").exists() for p in range(4))
+        moved = run(_with_admin(b0.address, lambda adm: adm.alter_replica_log_dirs({("in-b", 0): str(a)})))
+        err = moved[("in-b", 0)]
+        assert err is not None and err.code == ErrorCode.invalid_replica_assignment, err
+
+        # a path outside log.dirs: INVALID_CONFIG naming it, nothing stored
+        bogus = str(tmp_path / "not-a-log-dir")
+        try:
+            run(_alter_cordoned(b0.address, "0", bogus))
+        except AdminError as exc:
+            assert exc.code == ErrorCode.invalid_config and bogus in str(exc), exc
+        else:
+            raise AssertionError("a cordoned dir outside log.dirs was accepted")
+
+        # uncordon: an empty list on broker 1, a DELETE on broker 0; placements come back
+        run(_alter_cordoned(b0.address, "1", ""))
+        run(_alter_cordoned(b0.address, "0", None))
+        wait_until(cordoned_in_controller({0: (), 1: ()}), 10, "the empty cordoned sets recorded")
+        dirs1 = run(_with_admin(b1.address, lambda adm: adm.describe_log_dirs()))
+        assert not any(d.cordoned for d in dirs1)
+        res = run(create_topic(b0.address, "wide", partitions=2, rf=2))
+        assert res.error_code == 0, res.error_message
+        moved = run(_with_admin(b0.address, lambda adm: adm.alter_replica_log_dirs({("in-b", 0): str(a)})))
+        assert moved[("in-b", 0)] is None, moved
+
+        # the cluster default `*` cordons every dir of every broker without its own value (broker
+        # 1's empty list wins over it until deleted): then no new topic can be placed
+        run(_alter_cordoned(b0.address, "", "*"))
+        wait_until(cordoned_in_controller({0: ids0, 1: ()}), 10, "broker 0 cordoned by the cluster default")
+        run(_alter_cordoned(b0.address, "1", None))
+        wait_until(cordoned_in_controller({0: ids0, 1: ids1}), 10, "every dir recorded as cordoned")
+        res = run(create_topic(b0.address, "nowhere", partitions=1, rf=1))
+        assert res.error_code != 0, "every dir is cordoned"
+        run(_alter_cordoned(b0.address, "", None))
+        wait_until(cordoned_in_controller({0: (), 1: ()}), 10, "the cluster default removed")
+        res = run(create_topic(b0.address, "somewhere", partitions=1, rf=1))
+        assert res.error_code == 0, res.error_message
     finally:
         c.stop()

@@ -8,7 +8,7 @@ read-only, and an alteration of one is refused with INVALID_REQUEST and Kafka's 
 
 kopfka knows the same keys and groups them by the component that applies them (the groups are
 Kafka's `*.ReconfigurableConfigs`). A few of Kafka's dynamic keys are not applied at runtime by
-kopfka (listener, TLS and SASL reconfiguration, cordoned log dirs): they are refused with a
+kopfka (listener, TLS and SASL reconfiguration): they are refused with a
 message that says so instead of being stored and silently ignored (docs/dynamic-configs.md).
 """
 
@@ -178,21 +178,13 @@ ALL_DYNAMIC_CONFIGS = (
 )
 # settable with a listener prefix at the cluster default too; every other listener key is per-broker
 CLUSTER_LEVEL_LISTENER_CONFIGS = frozenset({"max.connections", "max.connection.creation.rate", "num.network.threads"})
-PER_BROKER_CONFIGS = (
-    DYNAMIC_SECURITY_CONFIGS | SASL_CONFIGS | LISTENER_CONFIGS | {"principal.builder.class", "cordoned.log.dirs"}
-)
+# cordoned.log.dirs (KIP-1066) is cluster-wide in Kafka too: `*` at the cluster default cordons every
+# broker; a list of paths is checked against the log.dirs of the broker that answers the request
+PER_BROKER_CONFIGS = DYNAMIC_SECURITY_CONFIGS | SASL_CONFIGS | LISTENER_CONFIGS | {"principal.builder.class"}
 
 # Dynamic in Kafka, but kopfka reads them from server.properties at startup only: a listener,
-# TLS or SASL change needs a restart, and KIP-1066 cordoning is decided at startup.
-NOT_APPLIED_AT_RUNTIME = (
-    LISTENER_CONFIGS
-    | DYNAMIC_SECURITY_CONFIGS
-    | SASL_CONFIGS
-    | {
-        "principal.builder.class",
-        "cordoned.log.dirs",
-    }
-)
+# TLS or SASL change needs a restart.
+NOT_APPLIED_AT_RUNTIME = LISTENER_CONFIGS | DYNAMIC_SECURITY_CONFIGS | SASL_CONFIGS | {"principal.builder.class"}
 # Accepted and stored as Kafka does, but they change nothing in kopfka's asyncio design
 # (docs/dynamic-configs.md says why): num.io.threads, num.network.threads
 ACCEPTED_WITHOUT_EFFECT = frozenset({"num.io.threads", "num.network.threads"})
@@ -200,6 +192,11 @@ ACCEPTED_WITHOUT_EFFECT = frozenset({"num.io.threads", "num.network.threads"})
 
 class DynamicConfigError(ValueError):
     """A dynamic broker config change that Kafka refuses (INVALID_REQUEST on the wire)."""
+
+
+class InvalidConfigValue(DynamicConfigError):
+    """A value a component refuses (Kafka's ConfigException from validateReconfiguration):
+    INVALID_CONFIG on the wire."""
 
 
 def is_dynamic(key: str) -> bool:

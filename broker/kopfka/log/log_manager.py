@@ -154,6 +154,8 @@ class LogManager:
         self.node_id = node_id
         self.cluster_id = cluster_id
         self.cordoned = self._cordoned_dirs()
+        # once a dir was cordoned, heartbeats keep reporting the set, an empty one included
+        self.cordoning_used = bool(self.cordoned)
         self.logs_to_be_deleted: list[tuple[UnifiedLog, float]] = []
         # `-delete` dirs found at startup: removed by kafka-delete-logs
         self.logs_to_be_deleted_paths: list[Path] = []
@@ -198,6 +200,14 @@ class LogManager:
     def cordoned_directory_ids(self) -> tuple[str, ...]:
         """Directory ids of the live dirs listed in cordoned.log.dirs (reported once caught up)."""
         return tuple(sorted(i for d, i in self.directory_ids.items() if d in self.cordoned))
+
+    def update_cordoned_dirs(self) -> None:
+        """cordoned.log.dirs changed (a dynamic config, KIP-1066): new partitions and
+        AlterReplicaLogDirs avoid the new set from now on; replicas already there stay."""
+        with self._lock:
+            self.cordoned = self._cordoned_dirs()
+        self.cordoning_used = self.cordoning_used or bool(self.cordoned)
+        log.info("Cordoned log dirs: %s", ", ".join(str(d) for d in sorted(self.cordoned)) or "none")
 
     def _cordoned_dirs(self) -> set[Path]:
         raw = self._cfg("cordoned.log.dirs", [])
@@ -787,6 +797,8 @@ class LogManager:
             return ErrorCode.log_dir_not_found
         if target not in self.live_log_dirs:
             return ErrorCode.kafka_storage_error
+        if target in self.cordoned:  # KIP-1066: no replica moves into a cordoned dir
+            return ErrorCode.invalid_replica_assignment
         self.preferred_log_dirs[tp] = target
         return ErrorCode.replica_not_available
 
@@ -797,6 +809,8 @@ class LogManager:
             return ErrorCode.log_dir_not_found
         if target not in self.live_log_dirs:
             return ErrorCode.kafka_storage_error
+        if target in self.cordoned:  # KIP-1066: no replica moves into a cordoned dir
+            return ErrorCode.invalid_replica_assignment
         current = self.current_logs.get(tp)
         if current is None:
             return ErrorCode.kafka_storage_error if tp in self.offline_logs else ErrorCode.replica_not_available

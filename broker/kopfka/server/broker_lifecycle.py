@@ -54,7 +54,7 @@ class BrokerLifecycleManager:
         heartbeat_interval_ms: int = 2000,
         registration_timeout_ms: int = 60000,
         ready_to_unfence: bool = True,
-        cordoned_log_dirs: Callable[[], tuple[str, ...]] | None = None,
+        cordoned_log_dirs: Callable[[], tuple[str, ...] | None] | None = None,
         offline_dir_timeout_ms: int = 30000,
         on_offline_dir_timeout: Callable[[], None] | None = None,
         previous_broker_epoch: int = -1,
@@ -157,12 +157,18 @@ class BrokerLifecycleManager:
             )
             self._on_offline_timeout()
 
+    def heartbeat_soon(self) -> None:
+        """Send the next heartbeat now (a change the controller must hear of: cordoned dirs)."""
+        self._wake.set()
+
     def _heartbeat_extras(self) -> dict[str, Any]:
         extras: dict[str, Any] = {}
         if self.offline_dirs:
             extras["offline_log_dirs"] = tuple(sorted(self.offline_dirs))
         if self._cordoned is not None and self._caught_up.is_set():
-            extras["cordoned_log_dirs"] = self._cordoned()
+            cordoned = self._cordoned()
+            if cordoned is not None:
+                extras["cordoned_log_dirs"] = cordoned
         return extras
 
     async def _heartbeat_once(self) -> None:

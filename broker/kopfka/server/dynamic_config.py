@@ -15,13 +15,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kopfka.config import dynamic_broker_config as dyn
-from kopfka.config.dynamic_broker_config import DynamicConfigError, effective_values, validate_keys
+from kopfka.config.dynamic_broker_config import (
+    DynamicConfigError,
+    InvalidConfigValue,
+    effective_values,
+    validate_keys,
+)
 from kopfka.config.server_config import KafkaConfig
 from kopfka.metadata.image import BROKER_RESOURCE, MetadataDelta, MetadataImage
 from kopfka.protocol.errors import KafkaError
@@ -41,6 +46,7 @@ class Reconfigurable:
     configs: frozenset[str]
     reconfigure: Callable[[Values, Values], Any]
     validate: Callable[[Values, Values], str | None] = lambda current, new: None
+    error: type[DynamicConfigError] = DynamicConfigError  # InvalidConfigValue: INVALID_CONFIG
 
 
 class DynamicBrokerConfig:
@@ -90,7 +96,7 @@ class DynamicBrokerConfig:
         for r in todo:
             problem = r.validate(old, new)
             if problem:
-                raise DynamicConfigError(problem)
+                raise r.error(problem)
         return todo
 
     # --- publisher -----------------------------------------------------------------------
@@ -190,6 +196,22 @@ def connection_limits_problem(old: Values, new: Values) -> str | None:
     return None
 
 
+CORDONED = "cordoned.log.dirs"
+
+
+def cordoned_dirs_problem(raw: Any, log_dirs: Sequence[Path]) -> str | None:
+    """KIP-1066: every entry of cordoned.log.dirs is `*` (all dirs) or one of log.dirs."""
+    entries = [str(x).strip() for x in (raw.split(",") if isinstance(raw, str) else raw or []) if str(x).strip()]
+    known = {d.resolve() for d in log_dirs}
+    bad = [e for e in entries if e != "*" and Path(e).resolve() not in known]
+    if not bad:
+        return None
+    return (
+        f"Invalid value {bad} for configuration {CORDONED}: every cordoned log dir must be one of log.dirs "
+        f"({', '.join(str(d) for d in log_dirs)}) or *"
+    )
+
+
 def broker_reconfigurables(server: Any, services: Any) -> list[Reconfigurable]:
     """The components of a broker that take dynamic configs, wired to the running server."""
     from kopfka.log.log_cleaner import CleanerConfig, LogCleaner
@@ -239,9 +261,28 @@ def broker_reconfigurables(server: Any, services: Any) -> list[Reconfigurable]:
             )
         return None
 
+    def reconfigure_cordoned(old: Values, new: Values) -> None:
+        # KIP-1066: placement avoids the dirs from now on, and the controller hears of it in the
+        # next heartbeat, sent at once (Kafka's DirectoryEventHandler.handleCordoned)
+        log_manager.update_cordoned_dirs()
+        lifecycle = getattr(services, "lifecycle", None)
+        if lifecycle is not None:
+            lifecycle.heartbeat_soon()
+
     return [
         Reconfigurable("LogCleaner", dyn.CLEANER_CONFIGS - {"message.max.bytes"}, reconfigure_cleaner, cleaner_problem),
-        Reconfigurable("DynamicLogConfig", dyn.LOG_CONFIGS, lambda old, new: log_manager.reconfigure_log_configs()),
+        Reconfigurable(
+            "DynamicLogConfig",
+            dyn.LOG_CONFIGS - {CORDONED},
+            lambda old, new: log_manager.reconfigure_log_configs(),
+        ),
+        Reconfigurable(
+            "CordonedLogDirs",
+            frozenset({CORDONED}),
+            reconfigure_cordoned,
+            lambda old, new: cordoned_dirs_problem(new.get(CORDONED), log_manager.log_dirs),
+            InvalidConfigValue,
+        ),
         Reconfigurable(
             "BrokerDynamicThreadPool",
             dyn.THREAD_POOL_CONFIGS,

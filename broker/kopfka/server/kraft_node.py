@@ -24,6 +24,7 @@ from kopfka.log import meta_properties
 from kopfka.log.log_manager import LogManager
 from kopfka.metadata import bootstrap
 from kopfka.metadata import records as mr
+from kopfka.metadata.features import cordoned_log_dirs_supported
 from kopfka.metadata.image import METADATA_VERSION
 from kopfka.metadata.loader import MetadataLoader
 from kopfka.metrics.broker_metrics import BrokerMetrics
@@ -59,6 +60,14 @@ def controller_endpoint(cfg: KafkaConfig) -> tuple[str, int] | None:
         if lst.name in names:
             a = adv.get(lst.name, lst)
             return (a.host or lst.host or socket.getfqdn(), a.port or lst.port)
+    return None
+
+
+def _cordoned_report(log_manager: LogManager, loader: MetadataLoader) -> tuple[str, ...] | None:
+    """The cordoned dir ids a heartbeat reports (KIP-1066): once the metadata version supports
+    them always (an empty set uncordons), before that only if a dir was ever cordoned."""
+    if log_manager.cordoning_used or cordoned_log_dirs_supported(loader.image.features):
+        return log_manager.cordoned_directory_ids()
     return None
 
 
@@ -245,6 +254,7 @@ async def _start_broker(server: KafkaServer, node: KRaftNode, cluster_id: str) -
 
     install_quotas(services, loader)  # quotas, broker metrics, client telemetry
     services.authorizer = server.bind_security(lambda: loader.image, [lst.name for lst in cfg.broker_listeners])
+    log_manager = server.log_manager
     server.lifecycle = BrokerLifecycleManager(
         node_id,
         cluster_id,
@@ -256,7 +266,7 @@ async def _start_broker(server: KafkaServer, node: KRaftNode, cluster_id: str) -
         heartbeat_interval_ms=int(cfg["broker.heartbeat.interval.ms"]),
         registration_timeout_ms=int(cfg["initial.broker.registration.timeout.ms"]),
         ready_to_unfence=False,
-        cordoned_log_dirs=server.log_manager.cordoned_directory_ids if server.log_manager.cordoned else None,
+        cordoned_log_dirs=lambda: _cordoned_report(log_manager, loader),
         offline_dir_timeout_ms=int(cfg.originals.get("log.dir.failure.timeout.ms", 30000)),
         on_offline_dir_timeout=server.log_manager.halt,
         previous_broker_epoch=server.log_manager.previous_broker_epoch,

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kopfka.config.definitions import OP_DELETE, AlterOpError, ConfigKey, apply_alter_op, format_value
-from kopfka.config.dynamic_broker_config import DynamicConfigError, is_dynamic, valid_stored
+from kopfka.config.dynamic_broker_config import DynamicConfigError, InvalidConfigValue, is_dynamic, valid_stored
 from kopfka.config.group_config import GROUP_CONFIG, GROUP_RESOURCE, group_config_value
 from kopfka.config.log_config import BROKER_SYNONYMS, SYNONYM_SCALE, TOPIC_CONFIG
 from kopfka.config.server_config import SERVER_CONFIG
@@ -314,6 +314,8 @@ def _preprocess(ctx: RequestContext, rtype: int, name: str, change: Any, broker_
         dynamic.validate(broker_props(name, change), per_broker=bool(name))
     except KafkaError as exc:
         return exc
+    except InvalidConfigValue as exc:
+        return KafkaError(ErrorCode.invalid_config, str(exc))
     except DynamicConfigError as exc:
         return KafkaError(ErrorCode.invalid_request, str(exc))
     return None
