@@ -701,6 +701,14 @@ def _scale_status(role: str) -> Schema:
             "removeVolumes": {**ints, "description": "Volume ids removed from the spec, still on the pods."},
             "volumesEvacuated": {**ints, "description": "Removed volumes that hold no replica any more."},
             "deleteClaims": {**ints, "description": "Removed volumes whose claims go with them (deleteClaim)."},
+            "cordoned": {
+                "type": "object",
+                "description": (
+                    "Broker id -> the log dirs the operator cordoned on it (cordoned.log.dirs, `*` = all) "
+                    "while emptying them; kept until the pod or volume is gone, lifted if the removal is undone."
+                ),
+                "additionalProperties": {"type": "array", "items": {"type": "string"}},
+            },
         },
         f"The {role} pool.",
     )

@@ -239,5 +239,12 @@ def test_cordoned_log_dirs_altered_at_runtime(tmp_path: Path) -> None:
         wait_until(cordoned_in_controller({0: (), 1: ()}), 10, "the cluster default removed")
         res = run(create_topic(b0.address, "somewhere", partitions=1, rf=1))
         assert res.error_code == 0, res.error_message
+
+        # the operator's call (scale-down: every dir of the broker going away), and its lifting
+        view = AdminKafkaView(b0.address)
+        run(view.set_cordoned_dirs(1, ["*"]))
+        wait_until(cordoned_in_controller({0: (), 1: ids1}), 10, "the operator's cordon of broker 1 recorded")
+        run(view.set_cordoned_dirs(1, []))
+        wait_until(cordoned_in_controller({0: (), 1: ()}), 10, "the operator's cordon of broker 1 lifted")
     finally:
         c.stop()

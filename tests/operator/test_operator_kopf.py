@@ -375,12 +375,13 @@ async def test_storage_changes_are_all_or_nothing_and_an_added_volume_recreates_
     assert (await get(api, "StatefulSet", "demo-broker"))["spec"] == before["spec"]
 
     # Removing a disk: it stays mounted and in log.dirs (the set untouched) until the scaler has
-    # moved its replicas away -- here no Kafka answers, so it waits and says so.
+    # cordoned the dir on every broker and moved its replicas away -- here no Kafka answers, so
+    # it waits and says so.
     await api.patch("KafkaCluster", NS, "demo", {"spec": {"brokers": {"storage": {"volumes": volumes[:2]}}}})
     cluster = await eventually(lambda: _scale_state(api, "removeVolumes"))
     state = cluster["status"]["scale"]["broker"]
     assert state["removeVolumes"] == [2] and state["deleteClaims"] == [2], state
-    assert "moving replicas off volume(s) [2]: waiting for the cluster: cannot connect" in state["volumes"], state
+    assert state["volumes"].startswith("waiting to cordon volume(s) [2] on brokers [0, 1, 2]"), state
     assert (await get(api, "StatefulSet", "demo-broker"))["spec"] == before["spec"]
     await eventually(lambda: _condition_is(api, "demo", "Warning", "False"))
     # Once emptied (the data mover's verdict, written here by hand), the set is re-created

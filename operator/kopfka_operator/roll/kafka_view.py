@@ -21,6 +21,7 @@ from .gates import ClusterSnapshot, PartitionState, QuorumSnapshot, ReplicaProgr
 
 TOPIC, BROKER = 2, 4  # DescribeConfigs / IncrementalAlterConfigs resource types
 SET, DELETE = 0, 1  # IncrementalAlterConfigs operations
+CORDONED_LOG_DIRS = "cordoned.log.dirs"
 
 
 class KafkaView(Protocol):
@@ -157,6 +158,15 @@ class AdminKafkaView:
         async with self._admin() as admin:
             _, _, cluster_id = await admin.metadata([])
             await admin.remove_raft_voter(cluster_id, node_id, uuids.from_str(directory_id))
+
+    async def set_cordoned_dirs(self, node_id: int, dirs: list[str]) -> None:
+        """cordoned.log.dirs of one broker (KIP-1066, its own BROKER resource, sent to it): the
+        controller places no new replica in these dirs (`*`: any of its dirs); empty: uncordon."""
+        op: tuple[str, int, str | None] = (
+            (CORDONED_LOG_DIRS, SET, ",".join(dirs)) if dirs else (CORDONED_LOG_DIRS, DELETE, None)
+        )
+        async with self._admin() as admin:
+            await admin.incremental_alter_configs(BROKER, str(node_id), [op])
 
     async def unregister_broker(self, node_id: int) -> None:
         """Already unregistered (BROKER_ID_NOT_REGISTERED) counts as done."""

@@ -11,6 +11,12 @@ are emptied first by the data mover, and the StatefulSet shrinks only once they 
 every partition is fully in ISR elsewhere; then they are unregistered. New brokers (a grow) get
 replicas spread onto them by the data mover unless spec.rebalance.onScaleUp is false.
 
+What is being emptied is cordoned first (KIP-1066 `cordoned.log.dirs`, a dynamic per-broker
+config): every dir (`*`) of a broker going away, the removed volume's dir on every broker, so
+the controller places no new replica there while the mover works. The cordon stays until the
+pod or the volume is gone, and is lifted if the removal is undone (replicas raised again, the
+volume put back); `status.scale.<role>.cordoned` records what the operator cordoned.
+
 Each role's progress is in `status.scale.<role>`; replicas.py turns it into what is rendered.
 """
 
@@ -49,6 +55,10 @@ class ClaimDeleter(Protocol):
 class NodeAdmin(Protocol):
     async def remove_voter(self, node_id: int, directory_id: str) -> None: ...
     async def unregister_broker(self, node_id: int) -> None: ...
+    async def set_cordoned_dirs(self, node_id: int, dirs: list[str]) -> None: ...
+
+
+ALL_DIRS = "*"  # cordoned.log.dirs: every log dir of the broker
 
 
 @dataclass
@@ -150,6 +160,82 @@ async def _voters(ctx: ScaleContext, pool: Pool, running: int, state: dict[str, 
     )
 
 
+async def _send_cordons(ctx: ScaleContext, state: dict[str, Any], wanted: Mapping[int, set[str]]) -> dict[int, str]:
+    """Set each broker's cordoned dirs to `wanted` where the record differs; returns the
+    brokers not set with why (the record keeps what they had)."""
+    record = {k: list(v) for k, v in (state.get("cordoned") or {}).items()}
+    failed: dict[int, str] = {}
+    for broker, dirs in sorted(wanted.items()):
+        # the record keeps every reason (`*` and a removed volume's dir); the broker gets `*` alone
+        have = set(record.get(str(broker)) or [])
+        value = [ALL_DIRS] if ALL_DIRS in dirs else sorted(dirs)
+        if ([ALL_DIRS] if ALL_DIRS in have else sorted(have)) == value:
+            if dirs:
+                record[str(broker)] = sorted(dirs)
+            continue
+        if ctx.admin is None:
+            failed[broker] = "no admin connection"
+            continue
+        try:
+            await ctx.admin.set_cordoned_dirs(broker, value)
+        except Exception as exc:
+            log.info("scaler: cordoning %s on broker %d: %s", value, broker, exc)
+            failed[broker] = str(exc) or type(exc).__name__
+            continue
+        if dirs:
+            record[str(broker)] = sorted(dirs)
+        else:
+            record.pop(str(broker), None)
+    state["cordoned"] = record or None
+    return failed
+
+
+def _not_cordoned(failed: Mapping[int, str]) -> str:
+    return f"brokers {sorted(failed)} before moving replicas off: {failed[min(failed)]}"
+
+
+async def _cordon(ctx: ScaleContext, state: dict[str, Any], dirs: Mapping[int, set[str]]) -> dict[int, str]:
+    """Add `dirs` to what each broker has cordoned (before anything is moved off them)."""
+    record = state.get("cordoned") or {}
+    return await _send_cordons(ctx, state, {b: {*(record.get(str(b)) or []), *d} for b, d in dirs.items()})
+
+
+def _rolled_out(sts: Mapping[str, Any]) -> bool:
+    """Every pod of the StatefulSet runs its current template (OnDelete: once rolled)."""
+    spec, status = sts.get("spec") or {}, sts.get("status") or {}
+    generation = (sts.get("metadata") or {}).get("generation")
+    if generation is not None and status.get("observedGeneration") != generation:
+        return False
+    return int(status.get("updatedReplicas") or 0) >= int(spec.get("replicas") or 0)
+
+
+async def _lift_cordons(
+    ctx: ScaleContext, pool: Pool, running: int, state: dict[str, Any], sts: Mapping[str, Any] | None
+) -> None:
+    """Lift what the operator cordoned once nothing is to be emptied there any more: `*` of a
+    broker the spec keeps again (scale-down undone, or its id back after a grow); a volume's dir
+    when the volume is in the spec again, or gone from the set and every pod rolled without it.
+    A broker whose pod is gone keeps its record (its config is lifted if the id comes back)."""
+    record = state.get("cordoned") or {}
+    in_spec = {data_dir(v.id) for v in pool.volumes}
+    mounted = {data_dir(v.id) for v in pool.volumes} | {data_dir(v.id) for v in removed_volumes(pool, sts)}
+    gone_and_rolled = sts is not None and _rolled_out(sts)
+    wanted: dict[int, set[str]] = {}
+    for key, dirs in record.items():
+        broker = int(key)
+        ordinal = broker - node_id_base(pool.role)
+        if not 0 <= ordinal < running:
+            continue  # its pod is gone (or not ours): nothing to reach
+        keep = set(dirs)
+        if ALL_DIRS in keep and ordinal < pool.replicas:
+            keep.discard(ALL_DIRS)
+        keep -= {d for d in keep if d != ALL_DIRS and (d in in_spec or (d not in mounted and gone_and_rolled))}
+        if keep != set(dirs):
+            wanted[broker] = keep
+    if wanted:
+        await _send_cordons(ctx, state, wanted)
+
+
 async def _brokers(ctx: ScaleContext, pool: Pool, running: int, state: dict[str, Any], on_scale_up: bool) -> None:
     wanted = pool.replicas
     known = state.get("brokers")
@@ -179,6 +265,10 @@ async def _brokers(ctx: ScaleContext, pool: Pool, running: int, state: dict[str,
             return
         state.pop("refused", None)
         leaving = _ids(pool, wanted, running)
+        not_cordoned = await _cordon(ctx, state, {b: {ALL_DIRS} for b in leaving})
+        if not_cordoned:
+            state["data"] = f"waiting to cordon {_not_cordoned(not_cordoned)}"
+            return
         hosted = [p for p in snapshot.partitions if set(leaving) & set(p.replicas)]
         lagging = [p for p in snapshot.partitions if set(p.isr) != set(p.replicas)]
         if not hosted and not lagging:
@@ -266,6 +356,10 @@ async def _volumes(
         return
     else:
         brokers = _ids(pool, 0, running)
+        not_cordoned = await _cordon(ctx, state, {b: {data_dir(i) for i in ids} for b in brokers})
+        if not_cordoned:
+            state["volumes"] = f"waiting to cordon volume(s) {ids} on {_not_cordoned(not_cordoned)}"
+            return
         done, progress = await ctx.mover.evacuate_dirs({b: [data_dir(i) for i in ids] for b in brokers})
     state["volumes"] = f"moving replicas off volume(s) {ids}: {progress}"
     if done:
@@ -299,9 +393,11 @@ async def scale_step(
         if pool.role in running:
             if pool.role in VOTER_ROLES:
                 await _voters(ctx, pool, running[pool.role], state)
+            sts = (stateful_sets or {}).get(pool.role)
+            if pool.role in BROKER_ROLES and state.get("cordoned"):
+                await _lift_cordons(ctx, pool, running[pool.role], state, sts)
             if pool.role in BROKER_ROLES and not rolling:
                 await _brokers(ctx, pool, running[pool.role], state, on_scale_up)
-            sts = (stateful_sets or {}).get(pool.role)
             if sts is not None and not rolling:
                 meta = body.get("metadata") or {}
                 await _volumes(ctx, pool, running[pool.role], state, sts, (meta.get("namespace", ""), meta["name"]))
