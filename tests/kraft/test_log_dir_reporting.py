@@ -248,3 +248,38 @@ def test_cordoned_log_dirs_altered_at_runtime(tmp_path: Path) -> None:
         wait_until(cordoned_in_controller({0: (), 1: ()}), 10, "the operator's cordon of broker 1 lifted")
     finally:
         c.stop()
+
+
+def test_cordoning_needs_metadata_version_4_3(tmp_path: Path) -> None:
+    """As in Kafka, below 4.3-IV0 (the controller cannot record cordoned dirs) setting
+    cordoned.log.dirs is INVALID_CONFIG and heartbeats report nothing; after UpdateFeatures to
+    4.3-IV0 the same alteration is recorded."""
+    c = Cluster(tmp_path / "c", 1, 1, props=FAST_LOG)
+    (b0,) = c.brokers
+    a, b = b0.dir / "logs-a", b0.dir / "logs-b"
+    b0.props = {**FAST_LOG, "log.dirs": f"{a},{b}"}
+    try:
+        for n in c.nodes:
+            n.write_config(c.quorum_props())
+            quorum = ("--initial-controllers", c.initial_controllers()) if n.role == "controller" and c.dynamic else ()
+            res = n.format(c.cluster_id, "--release-version", "4.2", *quorum)
+            assert res.returncode == 0, res.stderr
+        c.start()
+        ctl = c.controllers[0]
+        wait_until(lambda: 0 in controller_image(ctl).brokers, 15, "broker 0 registered")
+        try:
+            run(_alter_cordoned(b0.address, "0", str(a)))
+        except AdminError as exc:
+            assert exc.code == ErrorCode.invalid_config and "4.3-IV0" in str(exc), exc
+        else:
+            raise AssertionError("cordoned.log.dirs accepted below metadata.version 4.3-IV0")
+        assert controller_image(ctl).brokers[0].cordoned_log_dirs is None
+
+        run(_with_admin(b0.address, lambda adm: adm.update_feature("metadata.version", 30)))
+        wait_until(lambda: controller_image(ctl).brokers[0].cordoned_log_dirs == (), 15, "the empty set reported")
+        wait_until(
+            lambda: run(_alter_cordoned(b0.address, "0", str(a))) is None, 10, "the alteration accepted at 4.3-IV0"
+        )
+        wait_until(lambda: controller_image(ctl).brokers[0].cordoned_log_dirs == (dir_id(a),), 10, "dir a recorded")
+    finally:
+        c.stop()

@@ -16,6 +16,7 @@ from kopfka.config.dynamic_broker_config import DynamicConfigError, InvalidConfi
 from kopfka.config.group_config import GROUP_CONFIG, GROUP_RESOURCE, group_config_value
 from kopfka.config.log_config import BROKER_SYNONYMS, SYNONYM_SCALE, TOPIC_CONFIG
 from kopfka.config.server_config import SERVER_CONFIG
+from kopfka.metadata.features import cordoned_log_dirs_supported
 from kopfka.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE
 from kopfka.protocol.api_versions import EXTRA_APIS
 from kopfka.protocol.errors import ErrorCode, KafkaError
@@ -280,6 +281,9 @@ async def handle_incremental_alter_configs(ctx: RequestContext, req: Any) -> dic
     )
 
 
+CORDONED_LOG_DIRS = "cordoned.log.dirs"
+
+
 def _preprocess(ctx: RequestContext, rtype: int, name: str, change: Any, broker_props: Any) -> KafkaError | None:
     """What the receiving broker checks before forwarding (Kafka's ConfigAdminManager.preprocess):
     keys appear once; a BROKER resource is the cluster default or this broker, and its new dynamic
@@ -307,11 +311,20 @@ def _preprocess(ctx: RequestContext, rtype: int, name: str, change: Any, broker_
             return KafkaError(
                 ErrorCode.invalid_request, f"Unexpected broker id, expected {node_id}, but received {name}"
             )
+    new_props = broker_props(name, change)
+    cordoning = CORDONED_LOG_DIRS in names and new_props.get(CORDONED_LOG_DIRS)
+    if cordoning and not cordoned_log_dirs_supported(ctx.image.features):
+        # Kafka too: the controller would not record cordoned dirs below 4.3-IV0 (KIP-1066)
+        return KafkaError(
+            ErrorCode.invalid_config,
+            f"{CORDONED_LOG_DIRS} needs metadata.version 4.3-IV0 or later "
+            f"(level {ctx.image.features.get('metadata.version', 0)} is finalized)",
+        )
     dynamic = ctx.services.dynamic_config
     if dynamic is None:
         return None
     try:
-        dynamic.validate(broker_props(name, change), per_broker=bool(name))
+        dynamic.validate(new_props, per_broker=bool(name))
     except KafkaError as exc:
         return exc
     except InvalidConfigValue as exc:
