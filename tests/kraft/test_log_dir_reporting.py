@@ -274,6 +274,8 @@ def test_cordoning_needs_metadata_version_4_3(tmp_path: Path) -> None:
         else:
             raise AssertionError("cordoned.log.dirs accepted below metadata.version 4.3-IV0")
         assert controller_image(ctl).brokers[0].cordoned_log_dirs is None
+        # the operator sees it and does not try (its scale-down goes on without a cordon)
+        assert run(AdminKafkaView(b0.address).set_cordoned_dirs(0, ["*"])) is False
 
         run(_with_admin(b0.address, lambda adm: adm.update_feature("metadata.version", 30)))
         wait_until(lambda: controller_image(ctl).brokers[0].cordoned_log_dirs == (), 15, "the empty set reported")

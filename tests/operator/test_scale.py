@@ -43,6 +43,7 @@ class Fakes:
         self.cordoned: dict[int, list[str]] = {}  # the brokers' cordoned.log.dirs, as set
         self.cordon_calls: list[tuple[int, list[str]]] = []
         self.refuse_cordon = False
+        self.before_cordoning = False  # a metadata.version before 4.3-IV0
 
     async def quorum(self) -> QuorumSnapshot:
         return self.q
@@ -56,14 +57,17 @@ class Fakes:
     async def unregister_broker(self, node_id: int) -> None:
         self.unregistered.append(node_id)
 
-    async def set_cordoned_dirs(self, node_id: int, dirs: list[str]) -> None:
+    async def set_cordoned_dirs(self, node_id: int, dirs: list[str]) -> bool:
         if self.refuse_cordon:
             raise RuntimeError("BROKER_NOT_AVAILABLE: broker not in the cluster metadata")
+        if self.before_cordoning:
+            return False
         self.cordon_calls.append((node_id, list(dirs)))
         if dirs:
             self.cordoned[node_id] = list(dirs)
         else:
             self.cordoned.pop(node_id, None)
+        return True
 
 
 class Mover:
@@ -280,3 +284,16 @@ async def test_a_broker_going_away_while_a_volume_is_removed_keeps_both_cordons(
     body = step_with(body, await scale_step(ctx, body, parse_spec(raw), running, sets))
     assert fakes.cordoned == {0: [d1], 1: [d1], 2: [d1], 3: [d1]}
     assert (3, []) not in fakes.cordon_calls
+
+
+async def test_before_metadata_version_4_3_a_shrink_goes_on_without_a_cordon() -> None:
+    parts = (PartitionState("orders", 0, 3, (3, 0), (3, 0), 2),)
+    fakes = Fakes(quorum([1000]), ClusterSnapshot(parts, frozenset({0, 1, 2, 3})))
+    fakes.before_cordoning = True
+    mover = Mover(fakes)
+    mover.done = True
+    ctx = ScaleContext(fakes, fakes, mover, lambda *e: fakes.events.append(e))  # type: ignore[arg-type]
+    body, spec = cluster(1, 3)
+    patch = await scale_step(ctx, body, spec, {"controller": 1, "broker": 4})
+    assert mover.seen == [("evacuate", [3], {})]
+    assert patch is not None and patch["broker"]["dataShrinkTo"] == 3 and not patch["broker"].get("cordoned")

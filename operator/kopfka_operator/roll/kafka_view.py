@@ -159,14 +159,21 @@ class AdminKafkaView:
             _, _, cluster_id = await admin.metadata([])
             await admin.remove_raft_voter(cluster_id, node_id, uuids.from_str(directory_id))
 
-    async def set_cordoned_dirs(self, node_id: int, dirs: list[str]) -> None:
+    async def set_cordoned_dirs(self, node_id: int, dirs: list[str]) -> bool:
         """cordoned.log.dirs of one broker (KIP-1066, its own BROKER resource, sent to it): the
-        controller places no new replica in these dirs (`*`: any of its dirs); empty: uncordon."""
+        controller places no new replica in these dirs (`*`: any of its dirs); empty: uncordon.
+        False when the finalized metadata.version predates cordoning (4.3-IV0): nothing is set."""
+        from kopfka.metadata.features import cordoned_log_dirs_supported
+
         op: tuple[str, int, str | None] = (
             (CORDONED_LOG_DIRS, SET, ",".join(dirs)) if dirs else (CORDONED_LOG_DIRS, DELETE, None)
         )
         async with self._admin() as admin:
+            _, finalized = await admin.features()
+            if not cordoned_log_dirs_supported(finalized):
+                return False
             await admin.incremental_alter_configs(BROKER, str(node_id), [op])
+        return True
 
     async def unregister_broker(self, node_id: int) -> None:
         """Already unregistered (BROKER_ID_NOT_REGISTERED) counts as done."""

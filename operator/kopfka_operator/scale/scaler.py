@@ -55,7 +55,7 @@ class ClaimDeleter(Protocol):
 class NodeAdmin(Protocol):
     async def remove_voter(self, node_id: int, directory_id: str) -> None: ...
     async def unregister_broker(self, node_id: int) -> None: ...
-    async def set_cordoned_dirs(self, node_id: int, dirs: list[str]) -> None: ...
+    async def set_cordoned_dirs(self, node_id: int, dirs: list[str]) -> bool: ...
 
 
 ALL_DIRS = "*"  # cordoned.log.dirs: every log dir of the broker
@@ -177,10 +177,14 @@ async def _send_cordons(ctx: ScaleContext, state: dict[str, Any], wanted: Mappin
             failed[broker] = "no admin connection"
             continue
         try:
-            await ctx.admin.set_cordoned_dirs(broker, value)
+            supported = await ctx.admin.set_cordoned_dirs(broker, value)
         except Exception as exc:
             log.info("scaler: cordoning %s on broker %d: %s", value, broker, exc)
             failed[broker] = str(exc) or type(exc).__name__
+            continue
+        if not supported:  # metadata.version before 4.3-IV0: no cordoning, the move goes on without
+            log.info("scaler: metadata.version predates cordoned.log.dirs: broker %d not cordoned", broker)
+            record.pop(str(broker), None)
             continue
         if dirs:
             record[str(broker)] = sorted(dirs)
