@@ -94,10 +94,11 @@ def desired_acls(spec: Mapping[str, Any], principal: str) -> frozenset[StandardA
         if rtype == ResourceType.CLUSTER:
             name, pattern = CLUSTER_NAME, PatternType.LITERAL
         else:
-            name = resource.get("name")
+            given = resource.get("name")
             pattern = PATTERN_TYPES.get(resource.get("patternType", "literal"))  # type: ignore[assignment]
-            if not isinstance(name, str) or not name:
+            if not isinstance(given, str) or not given:
                 raise UserSpecError(f"{where}.resource.name is required for a {resource.get('type')}")
+            name = given
             if pattern is None:
                 raise UserSpecError(f"{where}.resource.patternType must be literal or prefix")
         permission = PERMISSIONS.get(rule.get("type", "allow"))
