@@ -29,8 +29,9 @@ from kafka_pods import (
 )
 from kube_env import REPO, Kube, KubeError, condition, wait_for
 
-# The secured example cluster and its Users have their own module (e2e/test_security.py).
-SECURITY_EXAMPLES = ("kafkacluster-tls-scram.yaml", "user-")
+# The secured example clusters and their Users have modules of their own (e2e/test_security.py,
+# e2e/test_external.py).
+SECURITY_EXAMPLES = ("kafkacluster-tls-scram.yaml", "kafkacluster-external.yaml", "user-")
 EXAMPLES = sorted(p for p in (REPO / "examples").glob("*.yaml") if not p.name.startswith(SECURITY_EXAMPLES))
 TIMINGS: dict[str, float] = {}
 
