@@ -436,16 +436,14 @@ async def apply_external(api: KubeApi, cluster: Cluster, count: int) -> Cluster:
     ns, name = cluster.namespace, cluster.name
     desired = external_children(cluster, count)
     selector = f"{LABEL_CLUSTER}={name},{LABEL_LISTENER}"
-    assigned: dict[str, Assigned] = {}
     for child in desired:
         outcome, _ = await apply_child(api, child)
         if outcome != "unchanged":
             log.info("%s %s/%s %s", child["kind"], ns, child["metadata"]["name"], outcome)
-        if child["kind"] == "Service":
-            live = await api.get("Service", ns, child["metadata"]["name"])
-            assigned[child["metadata"]["name"]] = Assigned.of(live or {})
     wanted = {(c["kind"], c["metadata"]["name"]) for c in desired}
+    # one list after applying them: it holds what the API server assigned (node ports at once)
     services = await api.list("Service", ns, selector)
+    assigned = {s["metadata"]["name"]: Assigned.of(s) for s in services if ("Service", s["metadata"]["name"]) in wanted}
     kinds = ["Service"]
     if any(lst.type == "ingress" for lst in cluster.spec.listeners) or any(
         (s.get("spec") or {}).get("type") == "ClusterIP" for s in services

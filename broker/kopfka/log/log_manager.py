@@ -114,6 +114,12 @@ def stray_reason(image: MetadataImage, broker_id: int, ulog: UnifiedLog) -> str 
     return None
 
 
+def cordoned_entries(raw: Any) -> list[str]:
+    """cordoned.log.dirs as a list of entries (`*` or dir paths), from a list or its text form."""
+    items = raw.split(",") if isinstance(raw, str) else raw or []
+    return [str(x).strip() for x in items if str(x).strip()]
+
+
 class LogManager:
     def __init__(
         self,
@@ -210,12 +216,10 @@ class LogManager:
         log.info("Cordoned log dirs: %s", ", ".join(str(d) for d in sorted(self.cordoned)) or "none")
 
     def _cordoned_dirs(self) -> set[Path]:
-        raw = self._cfg("cordoned.log.dirs", [])
-        if isinstance(raw, str):
-            raw = [x for x in raw.split(",") if x.strip()]
-        if "*" in raw:
+        entries = cordoned_entries(self._cfg("cordoned.log.dirs", []))
+        if "*" in entries:
             return set(self.log_dirs)
-        return {Path(x.strip()).resolve() for x in raw}
+        return {Path(x).resolve() for x in entries}
 
     # --- startup -----------------------------------------------------------------------
     def lock_dirs(self) -> None:

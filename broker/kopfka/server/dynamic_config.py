@@ -201,7 +201,9 @@ CORDONED = "cordoned.log.dirs"
 
 def cordoned_dirs_problem(raw: Any, log_dirs: Sequence[Path]) -> str | None:
     """KIP-1066: every entry of cordoned.log.dirs is `*` (all dirs) or one of log.dirs."""
-    entries = [str(x).strip() for x in (raw.split(",") if isinstance(raw, str) else raw or []) if str(x).strip()]
+    from kopfka.log.log_manager import cordoned_entries
+
+    entries = cordoned_entries(raw)
     known = {d.resolve() for d in log_dirs}
     bad = [e for e in entries if e != "*" and Path(e).resolve() not in known]
     if not bad:

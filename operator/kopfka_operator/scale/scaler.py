@@ -222,7 +222,7 @@ async def _lift_cordons(
     A broker whose pod is gone keeps its record (its config is lifted if the id comes back)."""
     record = state.get("cordoned") or {}
     in_spec = {data_dir(v.id) for v in pool.volumes}
-    mounted = {data_dir(v.id) for v in pool.volumes} | {data_dir(v.id) for v in removed_volumes(pool, sts)}
+    mounted = in_spec | {data_dir(v.id) for v in removed_volumes(pool, sts)}
     gone_and_rolled = sts is not None and _rolled_out(sts)
     wanted: dict[int, set[str]] = {}
     for key, dirs in record.items():
