@@ -19,6 +19,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kopfka.server.replication_trace import STALL_TICK_S
+
 STAGES = (
     ("client→leader", "produce call until the leader's produce handler starts (client, network)"),
     ("leader append", "the produce handler until its records are appended"),
@@ -58,15 +60,16 @@ class Trace:
     # (stage, topic, partition, replica or -1) -> series; replica: the follower's id for
     # fetch_out/ack (stamped on the leader) and the stamping node for follower_append
     series: dict[tuple[str, str, int, int], _Series] = field(default_factory=lambda: defaultdict(_Series))
-    # node -> [(end time, late µs, CPU µs meanwhile)] of its event loop's late wake-ups
-    stalls: dict[int, list[tuple[float, int, int]]] = field(default_factory=lambda: defaultdict(list))
+    # node -> [(end time, late µs, loop thread's CPU µs, its run-queue wait µs or -1)] of its
+    # event loop's late wake-ups (over the tick that came late: STALL_TICK_S + late)
+    stalls: dict[int, list[tuple[float, int, int, float]]] = field(default_factory=lambda: defaultdict(list))
 
     def add(self, node_id: int, events: Iterable[Sequence[Any]]) -> None:
         """One node's events as /debug/replication-trace gives them (JSON arrays)."""
         self.stalls.setdefault(node_id, [])
         for stage, topic, partition, lo, hi, t, extra in sorted(events, key=lambda e: float(e[5])):
             if stage == "stall":
-                self.stalls[node_id].append((float(t), int(lo), int(hi)))
+                self.stalls[node_id].append((float(t), int(lo), int(hi), float(extra)))
                 continue
             replica = -1
             if stage in ("fetch_out", "ack"):
@@ -166,13 +169,25 @@ def table(stages: dict[str, list[float]], title: str) -> str:
 
 
 def stall_table(trace: Trace, seconds: float) -> str:
-    """Per broker: how often its event loop woke more than 5 ms late, and whether it ran
-    meanwhile (a callback blocked the loop) or waited for a CPU (the machine was busy)."""
-    lines = ["  event-loop stalls > 5 ms:  node  count  total ms  max ms  ran on CPU"]
+    """Per broker: how often its event loop woke more than 5 ms late, and what its thread did in
+    those stalls' ticks (kopfka.server.replication_trace): ready but waiting for a CPU (the
+    machine ran others), on a CPU (a callback blocked the loop), or neither (asleep in a system
+    call)."""
+    lines = ["  event-loop stalls > 5 ms:  node  count  total ms  max ms  CPU wait  on CPU  asleep"]
     for node, rows in sorted(trace.stalls.items()):
         late = sum(r[1] for r in rows) / 1000
-        cpu = sum(min(r[2], r[1]) for r in rows) / 1000
         worst = max((r[1] for r in rows), default=0) / 1000
-        share = f"{100 * cpu / late:.0f}%" if late else "-"
-        lines.append(f"    {node:>25}  {len(rows):5d}  {late:8.1f}  {worst:6.1f}  {share:>10}  (in {seconds:.0f} s)")
+        tick = int(STALL_TICK_S * 1e6)
+        window = sum(r[1] + tick for r in rows)
+        cols = ["-", "-", "-"]
+        if rows and all(r[3] >= 0 for r in rows):  # schedstat on that node
+            waited = sum(min(r[3], r[1] + tick) for r in rows)
+            ran = sum(min(r[2], r[1] + tick) for r in rows)
+            cols = [f"{100 * x / window:.0f}%" for x in (waited, ran, max(window - waited - ran, 0))]
+        elif rows:
+            cols = ["?", "?", "?"]
+        lines.append(
+            f"    {node:>25}  {len(rows):5d}  {late:8.1f}  {worst:6.1f}  {cols[0]:>8}  {cols[1]:>6}  {cols[2]:>6}"
+            f"  (in {seconds:.0f} s)"
+        )
     return "\n".join(lines)

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import struct
+import subprocess
 import sys
 import time
 import urllib.error
@@ -19,7 +21,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from harness import create_topic, wait_full_isr
 from kopfka.server.health import HealthServer
-from kopfka.server.replication_trace import TRACE
+from kopfka.server.replication_trace import STALL_TICK_S, TRACE, ReplicationTrace
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
 
@@ -137,3 +139,61 @@ def test_a_delete_drops_the_stamps_unread() -> None:
     dropped, left = asyncio.run(run())
     assert dropped == {"node_id": 7, "forgotten": 3}
     assert left == {"node_id": 7, "events": []}
+
+
+def _stall_of(block: Any) -> tuple[int, int, float]:
+    """(late µs, loop thread's CPU µs, its run-queue wait µs) of the stall a callback that calls
+    `block()` causes, as the stall watch stamps it."""
+
+    async def run() -> list[Any]:
+        trace = ReplicationTrace()
+        trace.enable(0)
+        try:
+            await asyncio.sleep(0.25)  # the watch is running
+            block()
+            await asyncio.sleep(0.25)
+            return [e for e in trace.events if e[0] == "stall"]
+        finally:
+            assert trace.watcher is not None
+            trace.watcher.cancel()
+
+    stalls = asyncio.run(run())
+    assert stalls, "no stall stamped"
+    _, _, _, late, ran, _, waited = max(stalls, key=lambda e: e[3])
+    return late, ran, waited
+
+
+@pytest.mark.skipif(not Path("/proc/thread-self/schedstat").exists(), reason="needs Linux schedstat")
+def test_a_stall_says_whether_the_loop_waited_for_a_cpu_ran_or_slept() -> None:
+    """The benchmark's stall table splits each stall of a broker's loop into CPU wait, on CPU and
+    asleep. It once used the process's CPU time over the whole tick, which counts the tick's
+    ordinary work and other threads, and reported run-queue waits on a busy machine as stalls
+    "on the CPU"."""
+    window = int(STALL_TICK_S * 1e6)
+    # asleep: a callback blocked in a system call
+    late, ran, waited = _stall_of(lambda: time.sleep(0.1))
+    assert late >= 100_000 - window
+    assert ran + waited < 0.5 * (late + window), (late, ran, waited)
+    # starved: the loop's thread shares one CPU with three busy processes while its callback runs
+    cpu = min(os.sched_getaffinity(0))
+    saved = os.sched_getaffinity(0)
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(3)]
+    try:
+        for s in spinners:
+            os.sched_setaffinity(s.pid, {cpu})
+        os.sched_setaffinity(0, {cpu})  # this thread: the loop's
+
+        def spin() -> None:
+            end = time.perf_counter() + 0.2
+            while time.perf_counter() < end:
+                pass
+
+        late, ran, waited = _stall_of(spin)
+    finally:
+        os.sched_setaffinity(0, saved)
+        for s in spinners:
+            s.kill()
+            s.wait()
+    assert late >= 200_000 - window
+    assert waited > 2 * ran, (late, ran, waited)  # about 3/4 of the time in the run queue
+    assert waited + ran > 0.8 * (late + window), (late, ran, waited)

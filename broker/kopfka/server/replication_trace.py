@@ -16,9 +16,11 @@ Each event covers a partition's offsets [lo, hi):
   hw               leader: the high watermark moved from lo to hi
   produce_done     leader: an acks=all produce of [lo, hi) is answered
   consumer_out     leader: a consumer's fetch is answered with [lo, hi)
-  stall            any node: its event loop woke `lo` µs late (over STALL_US), of which the
-                   process ran `hi` µs on the CPU (little CPU: the OS ran others; much: a
-                   callback blocked the loop)
+  stall            any node: its event loop woke `lo` µs late (over STALL_US); in that tick
+                   (STALL_TICK_S + `lo` µs) the loop's thread ran `hi` µs on a
+                   CPU and waited `extra` µs ready in the run queue (Linux schedstat; -1
+                   elsewhere): mostly waiting, the OS ran others; mostly running, a callback
+                   blocked the loop; neither, it slept in a system call
 Where a stage happened for offset o is the first event of it (for that partition and replica)
 whose hi passes o: every stage's offsets only move forward.
 """
@@ -31,10 +33,21 @@ from collections import deque
 from typing import Any
 
 MAX_EVENTS = 2_000_000  # ~10 minutes at 2,000 writes/s: bounded if nobody collects
-STALL_TICK_S = 0.1  # few wake-ups: the watch must not become the load it measures
+STALL_TICK_S = 0.02  # 50 wake-ups/s: the watch must not become the load it measures
 STALL_US = 5000
 
 Event = tuple[str, str, int, int, int, float, float]  # stage, topic, partition, lo, hi, time, extra
+
+
+def thread_sched() -> tuple[int, int]:
+    """(ns on a CPU, ns waiting in a run queue) of the calling thread: Linux's schedstat, or the
+    thread's CPU time and -1 where there is none."""
+    try:
+        with open("/proc/thread-self/schedstat", "rb") as f:
+            ran, waited = f.read().split()[:2]
+        return int(ran), int(waited)
+    except (OSError, ValueError):
+        return time.thread_time_ns(), -1
 
 
 class ReplicationTrace:
@@ -58,14 +71,21 @@ class ReplicationTrace:
         self.events.append((stage, topic, partition, lo, hi, time.perf_counter(), extra))
 
     async def watch_loop(self) -> None:
-        """Stamp every wake-up of a 100 ms timer that comes more than STALL_US late."""
+        """Stamp every wake-up of a STALL_TICK_S timer that comes more than STALL_US late, with what
+        the loop's own thread did over that tick: on a CPU, ready in the run queue, or neither
+        (asleep in a system call). The short tick keeps the tick's ordinary work a small part of
+        a stall's window. (The process's CPU time over a 100 ms tick, used before, also counted
+        the other threads and the tick's ordinary work, and called stalls "on the CPU" that were
+        run-queue waits.)"""
         while True:
-            t0, cpu0 = time.perf_counter(), time.process_time()
+            t0, (ran0, waited0) = time.perf_counter(), thread_sched()
             await asyncio.sleep(STALL_TICK_S)
-            late = time.perf_counter() - t0 - STALL_TICK_S
+            t1 = time.perf_counter()
+            late = t1 - t0 - STALL_TICK_S
             if late * 1e6 > STALL_US:
-                cpu = time.process_time() - cpu0
-                self.events.append(("stall", "", 0, int(late * 1e6), int(cpu * 1e6), time.perf_counter(), -1.0))
+                ran1, waited1 = thread_sched()
+                waited = (waited1 - waited0) / 1000 if waited0 >= 0 else -1.0
+                self.events.append(("stall", "", 0, int(late * 1e6), (ran1 - ran0) // 1000, t1, waited))
 
     def forget(self) -> int:
         """Drop every stamp; how many there were."""
