@@ -104,14 +104,16 @@ class KopfkaProcess:
         return self.proc is not None and self.proc.poll() is None
 
 
-def sasl_controller_listener(user: str, password: str) -> dict[str, str]:
+def sasl_controller_listener(user: str, password: str, others: dict[str, str] | None = None) -> dict[str, str]:
     """Overrides for a node with an authorizer: its broker registers and heartbeats with its own
     controller over the CONTROLLER listener, so that listener authenticates the broker as a super
     user (SASL_PLAINTEXT PLAIN), as Kafka requires; a PLAINTEXT one would make it User:ANONYMOUS.
-    Map CONTROLLER to SASL_PLAINTEXT in listener.security.protocol.map as well."""
+    Map CONTROLLER to SASL_PLAINTEXT in listener.security.protocol.map as well. `others`: more
+    users the listener accepts (user -> password)."""
+    users = " ".join(f'user_{u}="{p}"' for u, p in {user: password, **(others or {})}.items())
     jaas = (
         "org.apache.kafka.common.security.plain.PlainLoginModule required "
-        f'username="{user}" password="{password}" user_{user}="{password}";'
+        f'username="{user}" password="{password}" {users};'
     )
     return {
         "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",

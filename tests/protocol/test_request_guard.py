@@ -14,6 +14,7 @@ from kio.index import load_request_schema
 from kio.serial import entity_reader, entity_writer
 from kopfka.protocol.entity_builder import build
 from kopfka.protocol.request_guard import BodyError, check_body
+from request_bodies import sample_entity
 
 FUZZ = textwrap.dedent(
     """
@@ -176,46 +177,6 @@ def test_lying_array_count_is_refused() -> None:
         raise AssertionError("a 2^32-element array in a few bytes was accepted")
 
 
-def _sample(cls: type, present: bool) -> object:
-    """A well-formed instance of a kio entity: every array with two elements, every nullable
-    struct present (or absent), strings and bytes non-empty."""
-    import dataclasses
-    import datetime
-    import typing
-
-    hints = typing.get_type_hints(cls)
-    kwargs: dict[str, object] = {}
-    for f in dataclasses.fields(cls):
-        tp, kt = hints[f.name], f.metadata.get("kafka_type")
-        nullable = typing.get_origin(tp) in (typing.Union, __import__("types").UnionType)
-        inner = next((a for a in typing.get_args(tp) if a is not type(None)), tp) if nullable else tp
-
-        def scalar(kind: str | None) -> object:
-            return {
-                "string": "ab",
-                "bytes": b"xy",
-                "records": b"",
-                "uuid": uuid.uuid4(),
-                "bool": True,
-                "timedelta_i32": datetime.timedelta(milliseconds=5),
-                "timedelta_i64": datetime.timedelta(milliseconds=5),
-                "datetime_i64": datetime.datetime(2020, 1, 1, tzinfo=datetime.UTC),
-                "float64": 1.5,
-            }.get(kind or "", 1)
-
-        if typing.get_origin(inner) is tuple:
-            elem = typing.get_args(inner)[0]
-            if dataclasses.is_dataclass(elem):
-                kwargs[f.name] = (_sample(elem, present), _sample(elem, not present))
-            else:
-                kwargs[f.name] = (scalar(kt), scalar(kt))
-        elif isinstance(inner, type) and dataclasses.is_dataclass(inner):
-            kwargs[f.name] = _sample(inner, present) if (present or not nullable) else None
-        else:
-            kwargs[f.name] = scalar(kt)
-    return cls(**kwargs)
-
-
 def test_guard_passes_every_request_kio_writes() -> None:
     """For every API and version the broker or controller answers: a populated body passes."""
     from kopfka.protocol.api_versions import CONTROLLER_APIS, supported_apis
@@ -233,7 +194,7 @@ def test_guard_passes_every_request_kio_writes() -> None:
             for present in (True, False):
                 buf = io.BytesIO()
                 try:
-                    entity_writer(schema)(buf, _sample(schema, present))
+                    entity_writer(schema)(buf, sample_entity(schema, present))
                 except Exception:
                     continue  # a sample kio cannot write (a constrained field): nothing to check
                 check_body(schema, buf.getvalue(), 0)

@@ -43,6 +43,7 @@ class Cluster:
     proc: KopfkaProcess
     sasl: int
     mtls: int
+    controller: int
 
     @property
     def sasl_addr(self) -> str:
@@ -51,17 +52,19 @@ class Cluster:
 
 @pytest.fixture(scope="module")
 def authz(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    plain, sasl, mtls = free_port(), free_port(), free_port()
+    plain, sasl, mtls, controller = free_port(), free_port(), free_port(), free_port()
     listeners = (
         f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl},MTLS://127.0.0.1:{mtls},"
-        "CONTROLLER://127.0.0.1:9093"
+        f"CONTROLLER://127.0.0.1:{controller}"
     )
     overrides = {
         "listeners": listeners,
         "advertised.listeners": listeners.rsplit(",", 1)[0],
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,MTLS:SSL,"
         "CONTROLLER:SASL_PLAINTEXT",
-        **sasl_controller_listener("admin", USERS["admin"]),
+        "controller.quorum.voters": f"1@127.0.0.1:{controller}",
+        # alice and bob authenticate there too: a principal without ClusterAction on the controller
+        **sasl_controller_listener("admin", USERS["admin"], others=USERS),
         "sasl.enabled.mechanisms": "PLAIN",
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
@@ -77,7 +80,7 @@ def authz(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluste
     }
     proc = KopfkaProcess(tmp_path_factory.mktemp("acls") / "data", port=plain, overrides=overrides).start()
     try:
-        yield Cluster(proc, sasl, mtls)
+        yield Cluster(proc, sasl, mtls, controller)
     finally:
         proc.kill()
 
@@ -589,6 +592,112 @@ def test_cluster_apis(authz: Cluster) -> None:
     }
     assert ErrorCode(run(authz, "bob", 51, 0, up).results[0].error_code) == CAF
     assert ErrorCode(run(authz, "alice", 51, 0, up).results[0].error_code) == ErrorCode.none
+
+
+def test_controller_answers_a_principal_without_cluster_action(authz: Cluster) -> None:
+    """On the controller listener, bob (no ClusterAction) gets each request's own error response,
+    as Kafka's ControllerApis answers with getErrorResponse: CLUSTER_AUTHORIZATION_FAILED on every
+    requested topic or resource, or at the top level where the response has no items. The
+    connection stays open (the controller used to close it), nothing is created, and the refusal
+    is logged once per principal and API, not per request."""
+    zero = uuid.UUID(int=0)
+    create = {
+        "topics": [
+            {"name": n, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}
+            for n in ("ctl-denied-a", "ctl-denied-b")
+        ],
+        "timeout": 5000,
+        "validate_only": False,
+    }
+    alter_configs = {
+        "resources": [
+            {
+                "resource_type": 2,
+                "resource_name": "ctl-denied-a",
+                "configs": [{"name": "retention.ms", "config_operation": 0, "value": "1000"}],
+            },
+            {
+                "resource_type": 4,
+                "resource_name": "1",
+                "configs": [{"name": "log.cleaner.threads", "config_operation": 0, "value": "2"}],
+            },
+        ],
+        "validate_only": False,
+    }
+    vote = {  # a pre-vote at epoch 0: harmless even if it were let through
+        "cluster_id": None,
+        "voter_id": 1,
+        "topics": [
+            {
+                "topic_name": "__cluster_metadata",
+                "partitions": [
+                    {
+                        "partition_index": 0,
+                        "replica_epoch": 0,
+                        "replica_id": 7,
+                        "replica_directory_id": zero,
+                        "voter_directory_id": zero,
+                        "last_offset_epoch": 0,
+                        "last_offset": 0,
+                        "pre_vote": True,
+                    }
+                ],
+            }
+        ],
+    }
+    alter_partition = {
+        "broker_id": 1,
+        "broker_epoch": 0,
+        "topics": [
+            {
+                "topic_id": uuid.uuid4(),
+                "partitions": [
+                    {
+                        "partition_index": 0,
+                        "leader_epoch": 0,
+                        "new_isr_with_epochs": [{"broker_id": 1, "broker_epoch": 0}],
+                        "leader_recovery_state": 0,
+                        "partition_epoch": 0,
+                    }
+                ],
+            }
+        ],
+    }
+
+    async def session() -> list[Any]:
+        conn = await KafkaConnection.open(f"127.0.0.1:{authz.controller}", security=sec("bob"))
+        try:
+            return [
+                await conn.request(19, 7, create),
+                await conn.request(19, 7, create),  # again: answered again, logged once
+                await conn.request(44, 1, alter_configs),
+                await conn.request(52, 2, vote),
+                await conn.request(56, 3, alter_partition),
+                await conn.request(67, 0, {"broker_id": 1, "broker_epoch": 0}),
+                await conn.request(18, 3, {"client_software_name": "t", "client_software_version": "1"}),
+            ]
+        finally:
+            await conn.close()
+
+    created, again, configs, voted, isr, pids, versions = asyncio.run(session())
+    for r in (created, again):
+        assert [(t.name, ErrorCode(t.error_code)) for t in r.topics] == [("ctl-denied-a", CAF), ("ctl-denied-b", CAF)]
+        assert all(t.num_partitions == -1 and "not authorized" in (t.error_message or "") for t in r.topics)
+    assert [(c.resource_type, c.resource_name, ErrorCode(c.error_code)) for c in configs.responses] == [
+        (2, "ctl-denied-a", CAF),
+        (4, "1", CAF),
+    ]
+    assert ErrorCode(voted.error_code) == CAF and voted.topics == ()
+    assert ErrorCode(isr.error_code) == CAF and isr.topics == ()
+    assert ErrorCode(pids.error_code) == CAF
+    assert ErrorCode(versions.error_code) == ErrorCode.none and any(k.api_key == 52 for k in versions.api_keys)
+    # refused, not done: the topics do not exist
+    meta = run(authz, "admin", 3, 12, metadata_body("ctl-denied-a", "ctl-denied-b"))
+    assert [ErrorCode(t.error_code) for t in meta.topics] == [ErrorCode.unknown_topic_or_partition] * 2
+    log = authz.proc.log_text()
+    assert log.count("User:bob may not send CreateTopicsRequest") == 1, log[-3000:]
+    assert "User:bob may not send VoteRequest" in log
+    assert authz.proc.alive
 
 
 def test_idempotent_producer_with_write_on_any_topic(authz: Cluster) -> None:

@@ -1067,7 +1067,8 @@ class KafkaRaftClient:
                 ],
             }
             resp = await self.peers.request(source[0], source[1], 59, SNAP_V, body)
-            p = resp.topics[0].partitions[0]
+            # a whole-request error (CLUSTER_AUTHORIZATION_FAILED, say) comes without partitions
+            p = resp.topics[0].partitions[0] if resp.error_code == ErrorCode.none and resp.topics else resp
             if p.error_code != ErrorCode.none:
                 log.warning("[RaftClient id=%d] FetchSnapshot failed: %s", self.node_id, p.error_code.name)
                 return

@@ -34,6 +34,7 @@ from kopfka.security.authorizer import StandardAuthorizer
 from kopfka.server.apis.features import feature_updates, update_features_response
 from kopfka.server.apis.quotas import alter_client_quotas_response
 from kopfka.server.apis.sasl import illegal_authenticate, illegal_handshake
+from kopfka.server.controller_errors import controller_error_response
 from kopfka.server.network import Connection, KafkaNetworkServer
 
 log = logging.getLogger(__name__)
@@ -82,18 +83,6 @@ def controller_request_allowed(svc: ControllerServices, principal: Any, host: st
     return op is not None and authz.authorize(principal, host, op, ResourceType.CLUSTER, CLUSTER_NAME)
 
 
-# BrokerRegistration and BrokerHeartbeat from a principal without ClusterAction: refused with
-# CLUSTER_AUTHORIZATION_FAILED, which the broker's start reports (instead of a dropped connection)
-UNAUTHORIZED_BROKER_RESPONSES: dict[int, dict[str, Any]] = {
-    62: {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "broker_epoch": -1},
-    63: {
-        "throttle_time": 0,
-        "error_code": ErrorCode.cluster_authorization_failed,
-        "is_caught_up": False,
-        "is_fenced": True,
-        "should_shut_down": False,
-    },
-}
 QUORUM_RPCS = frozenset({1, 52, 53, 54, 59})  # Fetch, Vote, Begin/EndQuorumEpoch, FetchSnapshot
 ControllerHandler = Callable[[ControllerServices, int, Any], Awaitable[dict[str, Any]]]
 CONTROLLER_HANDLERS: dict[int, ControllerHandler] = {}
@@ -132,20 +121,15 @@ class ControllerConnection(Connection):
             raise FrameError(f"cannot parse {schema.__name__} v{version}: {exc}") from exc
         svc = self.server.services
         if not controller_request_allowed(svc, self.principal, self.client_host, api_key):
-            refusal = UNAUTHORIZED_BROKER_RESPONSES.get(api_key)
-            if refusal is not None:  # answered, as Kafka's ControllerApis does, so the broker can say why
-                log.warning("%s may not send request %s (needs ClusterAction)", self.principal, api_key)
-                body = build(load_response_schema(api_key, version), refusal)
-                self.write(encode_response(api_key, version, corr, body))
-                await self.drain()
-                return True
-            log.warning(
-                "Closing controller connection from %s: %s may not send request %s (needs ClusterAction)",
-                self.peer,
-                self.principal,
-                api_key,
-            )
-            return False
+            # answered with the request's own error response, as Kafka's ControllerApis does: the
+            # connection stays open and the peer (a broker's start, an admin tool) learns why
+            assert isinstance(self.server, ControllerNetworkServer)
+            self.server.log_refusal(self.principal, schema.__name__)
+            message = f"Request {schema.__name__} v{version} from {self.principal} is not authorized."
+            refusal = controller_error_response(api_key, version, req, ErrorCode.cluster_authorization_failed, message)
+            self.write(encode_response(api_key, version, corr, build(load_response_schema(api_key, version), refusal)))
+            await self.drain()
+            return True
         if api_key in QUORUM_RPCS and svc.raft.isolated:
             return False  # the test-only network partition: the request is lost, the connection drops
         handler = CONTROLLER_HANDLERS[api_key]
@@ -157,6 +141,18 @@ class ControllerConnection(Connection):
 
 class ControllerNetworkServer(KafkaNetworkServer):
     """KafkaNetworkServer whose connections dispatch to the controller handler table."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.refusals_logged: set[tuple[str, str]] = set()
+
+    def log_refusal(self, principal: Any, api: str) -> None:
+        """A refused request is logged once per principal and API: a peer that retries (a broker's
+        heartbeats, a raft fetch loop) must not flood the log."""
+        key = (str(principal), api)
+        if key not in self.refusals_logged:
+            self.refusals_logged.add(key)
+            log.warning("%s may not send %s to the controller (not authorized on the cluster)", principal, api)
 
     async def start_listener(self, name: str, host: str, port: int) -> tuple[str, int]:
         server = await self._create_server(lambda: ControllerConnection(self, name), name, host, port)
