@@ -151,3 +151,56 @@ def test_a_refused_snapshot_fetch_is_a_failed_fetch_not_a_crash(tmp_path: Any, c
 
     asyncio.run(scenario())
     assert "FetchSnapshot failed: cluster_authorization_failed" in caplog.text
+
+
+def test_a_controller_level_error_answers_every_item_of_the_request() -> None:
+    """A handler whose controller call fails as a whole (NOT_CONTROLLER on a follower: the broker
+    retries at the active controller) answers with the same error response: a topic deleted by id
+    is answered by id (it was left out), an election names each partition (it named none)."""
+    import asyncio
+    import uuid
+
+    from kopfka.protocol.errors import KafkaError
+    from kopfka.server.controller_server import CONTROLLER_HANDLERS, ControllerServices
+
+    class Follower:
+        def __getattr__(self, name: str) -> Any:
+            async def refuse(*args: Any, **kw: Any) -> Any:
+                raise KafkaError(ErrorCode.not_controller, "not the active controller")
+
+            return refuse
+
+    svc = ControllerServices(1, "c", None, Follower())  # type: ignore[arg-type]
+    tid = uuid.uuid4()
+
+    def answer(key: int, version: int, body: dict[str, Any]) -> Any:
+        req = build(load_request_schema(key, version), body)
+        out = asyncio.run(CONTROLLER_HANDLERS[key](svc, version, req))
+        return build(load_response_schema(key, version), out)
+
+    deleted = answer(
+        20, 6, {"topics": [{"name": "a", "topic_id": uuid.UUID(int=0)}, {"name": None, "topic_id": tid}], "timeout": 1}
+    )
+    assert [(r.name, r.topic_id, r.error_code) for r in deleted.responses] == [
+        ("a", uuid.UUID(int=0), ErrorCode.not_controller),
+        (None, tid, ErrorCode.not_controller),
+    ]
+    elected = answer(
+        43, 2, {"election_type": 0, "topic_partitions": [{"topic": "a", "partitions": [0, 1]}], "timeout": 1}
+    )
+    assert elected.error_code == ErrorCode.not_controller
+    assert [(p.partition_id, p.error_code) for r in elected.replica_election_results for p in r.partition_result] == [
+        (0, ErrorCode.not_controller),
+        (1, ErrorCode.not_controller),
+    ]
+    created = answer(
+        19,
+        7,
+        {
+            "topics": [{"name": "b", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}],
+            "timeout": 1,
+        },
+    )
+    assert [(t.name, t.error_code, t.error_message) for t in created.topics] == [
+        ("b", ErrorCode.not_controller, "not the active controller")
+    ]

@@ -281,7 +281,7 @@ async def _h_update_features(svc: ControllerServices, v: int, req: Any) -> dict[
     try:
         code, message = await svc.controller.update_features(updates, validate_only=bool(req.validate_only))
     except KafkaError as exc:  # NOT_CONTROLLER: the forwarding broker retries at the active one
-        code, message = exc.code, str(exc)
+        return controller_error_response(57, v, req, exc.code, exc.message)
     return update_features_response([u[0] for u in updates], code, message)
 
 
@@ -308,7 +308,7 @@ async def _h_register(svc: ControllerServices, v: int, req: Any) -> dict[str, An
         return {"throttle_time": 0, "error_code": ErrorCode.none, "broker_epoch": epoch}
     except KafkaError as exc:
         log.info("BrokerRegistration of %d refused: %s", req.broker_id, exc.message)
-        return {"throttle_time": 0, "error_code": exc.code, "broker_epoch": -1}
+        return controller_error_response(62, v, req, exc.code, exc.message)
 
 
 @controller_api(63)
@@ -335,13 +335,7 @@ async def _h_heartbeat(svc: ControllerServices, v: int, req: Any) -> dict[str, A
             "should_shut_down": res.should_shutdown,
         }
     except KafkaError as exc:
-        return {
-            "throttle_time": 0,
-            "error_code": exc.code,
-            "is_caught_up": False,
-            "is_fenced": True,
-            "should_shut_down": False,
-        }
+        return controller_error_response(63, v, req, exc.code, exc.message)
 
 
 @controller_api(64)
@@ -350,7 +344,7 @@ async def _h_unregister(svc: ControllerServices, v: int, req: Any) -> dict[str, 
         await svc.controller.unregister_broker(int(req.broker_id))
         return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None}
     except KafkaError as exc:
-        return {"throttle_time": 0, "error_code": exc.code, "error_message": exc.message}
+        return controller_error_response(64, v, req, exc.code, exc.message)
 
 
 @controller_api(67)
@@ -359,7 +353,7 @@ async def _h_alloc_pids(svc: ControllerServices, v: int, req: Any) -> dict[str, 
         start, length = await svc.controller.allocate_producer_ids(int(req.broker_id), int(req.broker_epoch))
         return {"throttle_time": 0, "error_code": ErrorCode.none, "producer_id_start": start, "producer_id_len": length}
     except KafkaError as exc:
-        return {"throttle_time": 0, "error_code": exc.code, "producer_id_start": -1, "producer_id_len": 0}
+        return controller_error_response(67, v, req, exc.code, exc.message)
 
 
 @controller_api(73)
@@ -373,7 +367,7 @@ async def _h_assign_dirs(svc: ControllerServices, v: int, req: Any) -> dict[str,
     try:
         res = await svc.controller.assign_replicas_to_dirs(int(req.broker_id), int(req.broker_epoch), wanted)
     except KafkaError as exc:
-        return {"throttle_time": 0, "error_code": exc.code, "directories": []}
+        return controller_error_response(73, v, req, exc.code, exc.message)
     return {
         "throttle_time": 0,
         "error_code": ErrorCode.none,
@@ -417,19 +411,7 @@ async def _h_create_topics(svc: ControllerServices, v: int, req: Any) -> dict[st
     try:
         results = await svc.controller.create_topics(specs, validate_only=bool(getattr(req, "validate_only", False)))
     except KafkaError as exc:
-        return {
-            "throttle_time": 0,
-            "topics": [
-                {
-                    "name": s.name,
-                    "error_code": exc.code,
-                    "error_message": exc.message,
-                    "num_partitions": -1,
-                    "replication_factor": -1,
-                }
-                for s in specs
-            ],
-        }
+        return controller_error_response(19, v, req, exc.code, exc.message)
     out = []
     for r in results:
         ok = r.error == ErrorCode.none
@@ -459,13 +441,7 @@ async def _h_delete_topics(svc: ControllerServices, v: int, req: Any) -> dict[st
     try:
         results = await svc.controller.delete_topics(names, ids)
     except KafkaError as exc:
-        return {
-            "throttle_time": 0,
-            "responses": [
-                {"name": n, "topic_id": uuids.ZERO_UUID, "error_code": exc.code, "error_message": exc.message}
-                for n in names
-            ],
-        }
+        return controller_error_response(20, v, req, exc.code, exc.message)
     return {
         "throttle_time": 0,
         "responses": [
@@ -489,10 +465,7 @@ async def _h_create_partitions(svc: ControllerServices, v: int, req: Any) -> dic
     try:
         results = await svc.controller.create_partitions(reqs, validate_only=req.validate_only)
     except KafkaError as exc:
-        return {
-            "throttle_time": 0,
-            "results": [{"name": t[0], "error_code": exc.code, "error_message": exc.message} for t in reqs],
-        }
+        return controller_error_response(37, v, req, exc.code, exc.message)
     return {
         "throttle_time": 0,
         "results": [{"name": r.name, "error_code": r.error, "error_message": r.message} for r in results],
@@ -506,18 +479,12 @@ def _config_results(results: list[Any]) -> list[dict[str, Any]]:
     ]
 
 
-async def _alter_config_response(alter: Any, resources: list[Any], validate_only: bool) -> dict[str, Any]:
+async def _alter_config_response(alter: Any, resources: list[Any], key: int, v: int, req: Any) -> dict[str, Any]:
     """Run a config alteration; a controller-level error (e.g. NOT_CONTROLLER) answers every resource."""
     try:
-        results = await alter(resources, validate_only=validate_only)
+        results = await alter(resources, validate_only=req.validate_only)
     except KafkaError as exc:
-        return {
-            "throttle_time": 0,
-            "responses": [
-                {"error_code": exc.code, "error_message": exc.message, "resource_type": r[0], "resource_name": r[1]}
-                for r in resources
-            ],
-        }
+        return controller_error_response(key, v, req, exc.code, exc.message)
     return {"throttle_time": 0, "responses": _config_results(results)}
 
 
@@ -527,13 +494,13 @@ async def _h_incremental_alter(svc: ControllerServices, v: int, req: Any) -> dic
         (int(r.resource_type), r.resource_name, [(c.name, int(c.config_operation), c.value) for c in r.configs])
         for r in req.resources
     ]
-    return await _alter_config_response(svc.controller.incremental_alter_configs, resources, req.validate_only)
+    return await _alter_config_response(svc.controller.incremental_alter_configs, resources, 44, v, req)
 
 
 @controller_api(33)
 async def _h_alter(svc: ControllerServices, v: int, req: Any) -> dict[str, Any]:
     resources = [(int(r.resource_type), r.resource_name, {c.name: c.value for c in r.configs}) for r in req.resources]
-    return await _alter_config_response(svc.controller.alter_configs, resources, req.validate_only)
+    return await _alter_config_response(svc.controller.alter_configs, resources, 33, v, req)
 
 
 @controller_api(49)
@@ -550,17 +517,7 @@ async def _h_alter_client_quotas(svc: ControllerServices, v: int, req: Any) -> d
     try:
         results = await svc.controller.alter_client_quotas(alterations, bool(req.validate_only))
     except KafkaError as exc:
-        return {
-            "throttle_time": 0,
-            "entries": [
-                {
-                    "error_code": exc.code,
-                    "error_message": exc.message,
-                    "entity": [{"entity_type": e.entity_type, "entity_name": e.entity_name} for e in entry.entity],
-                }
-                for entry in req.entries
-            ],
-        }
+        return controller_error_response(49, v, req, exc.code, exc.message)
     return alter_client_quotas_response(results)
 
 
@@ -575,10 +532,7 @@ async def _h_create_acls(svc: ControllerServices, v: int, req: Any) -> dict[str,
     try:
         results = await svc.controller.create_acls([acl_from_creation(c) for c in req.creations])
     except KafkaError as exc:
-        return {
-            "throttle_time": 0,
-            "results": [{"error_code": exc.code, "error_message": exc.message} for _ in req.creations],
-        }
+        return controller_error_response(30, v, req, exc.code, exc.message)
     return {"throttle_time": 0, "results": [{"error_code": r.error, "error_message": r.message} for r in results]}
 
 
@@ -589,12 +543,7 @@ async def _h_delete_acls(svc: ControllerServices, v: int, req: Any) -> dict[str,
     try:
         results = await svc.controller.delete_acls([filter_from_wire(f) for f in req.filters])
     except KafkaError as exc:
-        return {
-            "throttle_time": 0,
-            "filter_results": [
-                {"error_code": exc.code, "error_message": exc.message, "matching_acls": []} for _ in req.filters
-            ],
-        }
+        return controller_error_response(31, v, req, exc.code, exc.message)
     return {
         "throttle_time": 0,
         "filter_results": [
@@ -615,11 +564,7 @@ async def _h_alter_scram(svc: ControllerServices, v: int, req: Any) -> dict[str,
     try:
         results = await svc.controller.alter_user_scram_credentials(deletions_of(req), upsertions_of(req))
     except KafkaError as exc:
-        users = dict.fromkeys([d.name for d in req.deletions] + [u.name for u in req.upsertions])
-        return {
-            "throttle_time": 0,
-            "results": [{"user": u, "error_code": exc.code, "error_message": exc.message} for u in users],
-        }
+        return controller_error_response(51, v, req, exc.code, exc.message)
     return {
         "throttle_time": 0,
         "results": [{"user": r.user, "error_code": r.error, "error_message": r.message} for r in results],
@@ -660,7 +605,7 @@ async def _h_alter_partition(svc: ControllerServices, v: int, req: Any) -> dict[
                 )
             topics.append({"topic_id": t.topic_id, "partitions": parts})
     except KafkaError as exc:
-        return {"throttle_time": 0, "error_code": exc.code, "topics": []}
+        return controller_error_response(56, v, req, exc.code, exc.message)
     return {"throttle_time": 0, "error_code": ErrorCode.none, "topics": topics}
 
 
@@ -674,7 +619,7 @@ async def _h_elect_leaders(svc: ControllerServices, v: int, req: Any) -> dict[st
     try:
         results = await svc.controller.elect_leaders(int(getattr(req, "election_type", 0)), wanted)
     except KafkaError as exc:
-        return {"throttle_time": 0, "error_code": exc.code, "replica_election_results": []}
+        return controller_error_response(43, v, req, exc.code, exc.message)
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for r in results:
         by_topic.setdefault(r.topic, []).append(
@@ -697,7 +642,7 @@ async def _h_alter_reassignments(svc: ControllerServices, v: int, req: Any) -> d
     try:
         results = await svc.controller.alter_partition_reassignments(items)
     except KafkaError as exc:
-        return {"throttle_time": 0, "error_code": exc.code, "error_message": exc.message, "responses": []}
+        return controller_error_response(45, v, req, exc.code, exc.message)
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for r in results:
         by_topic.setdefault(r.topic, []).append(
@@ -717,7 +662,7 @@ async def _h_list_reassignments(svc: ControllerServices, v: int, req: Any) -> di
     try:
         ongoing = await svc.controller.list_partition_reassignments(wanted)
     except KafkaError as exc:
-        return {"throttle_time": 0, "error_code": exc.code, "error_message": exc.message, "topics": []}
+        return controller_error_response(46, v, req, exc.code, exc.message)
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for o in ongoing:
         by_topic.setdefault(o.topic, []).append(
