@@ -56,9 +56,9 @@ def example(name: str, **overrides: Any) -> str:
     return yaml.safe_dump(doc)
 
 
-def client_pod(kube: Kube, namespace: str, name: str = "client") -> str:
+def client_pod(kube: Kube, namespace: str, name: str = "client", **spec: Any) -> str:
     """A long-running pod of the client image (confluent-kafka, kafkatest, kafka-python, kcat)
-    inside the cluster network; tests `exec` into it."""
+    inside the cluster network; tests `exec` into it. `spec`: more pod spec fields (hostAliases)."""
     manifest = {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -73,6 +73,7 @@ def client_pod(kube: Kube, namespace: str, name: str = "client") -> str:
                     "command": ["sleep", "infinity"],
                 }
             ],
+            **spec,
         },
     }
     kube.apply(json.dumps(manifest), namespace)
@@ -127,3 +128,10 @@ def create_topic(
 def patch_cluster(kube: Kube, namespace: str, name: str, spec: dict[str, Any]) -> None:
     """A merge patch of a KafkaCluster's spec, as `kubectl patch --type=merge` sends it."""
     kube.kubectl("-n", namespace, "patch", "kafkacluster", name, "--type=merge", "-p", json.dumps({"spec": spec}))
+
+
+def listener_bootstrap(kube: Kube, cluster: str, namespace: str, listener: str) -> str | None:
+    """status.listeners[].bootstrapServers of one listener, None until the operator publishes it."""
+    obj = kube.get("kafkacluster", cluster, namespace) or {}
+    listeners = (obj.get("status") or {}).get("listeners") or []
+    return next((lst.get("bootstrapServers") for lst in listeners if lst["name"] == listener), None)

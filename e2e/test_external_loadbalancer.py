@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kafka_pods import client_pod, cluster_ready, exec_python
+from kafka_pods import client_pod, cluster_ready, exec_python, listener_bootstrap
 from kube_env import Kube, wait_for
 
 CLUSTER = "lb"
@@ -50,19 +50,15 @@ def ns(operator: Kube) -> Iterator[str]:
         operator.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 
-def _listener_bootstrap(operator: Kube, ns: str) -> str | None:
-    obj = operator.get("kafkacluster", CLUSTER, ns) or {}
-    listeners = (obj.get("status") or {}).get("listeners") or []
-    return next((lst.get("bootstrapServers") for lst in listeners if lst["name"] == "EXTERNAL"), None)
-
-
 def test_brokers_advertise_their_load_balancer_addresses(operator: Kube, ns: str) -> None:
     operator.apply(json.dumps(MANIFEST), ns)
     cluster_ready(operator, CLUSTER, ns, timeout=600)
     client_pod(operator, ns)
     services = operator.items("service", ns, f"kopfka.io/cluster={CLUSTER},kopfka.io/listener")
     assert {s["spec"]["type"] for s in services} == {"LoadBalancer"} and len(services) == 4
-    assert _listener_bootstrap(operator, ns) is None, "a bootstrap address before the load balancer has one"
+    assert listener_bootstrap(operator, CLUSTER, ns, "EXTERNAL") is None, (
+        "a bootstrap address before the load balancer has one"
+    )
 
     started = time.monotonic()
     for service in services:  # the cloud controller's part
@@ -72,7 +68,9 @@ def test_brokers_advertise_their_load_balancer_addresses(operator: Kube, ns: str
             "-n", ns, "patch", "service", name, "--subresource=status", "--type=merge", "-p", json.dumps(status)
         )
     operator.kubectl("-n", ns, "annotate", "kafkacluster", CLUSTER, f"e2e/nudge={time.time()}", "--overwrite")
-    bootstrap = wait_for("status.listeners EXTERNAL", lambda: _listener_bootstrap(operator, ns), 180, 3)
+    bootstrap = wait_for(
+        "status.listeners EXTERNAL", lambda: listener_bootstrap(operator, CLUSTER, ns, "EXTERNAL"), 180, 3
+    )
     assert bootstrap == f"{CLUSTER}-external-bootstrap.{ns}.svc:9094"
 
     def advertised() -> bool:
