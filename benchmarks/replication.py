@@ -2,7 +2,9 @@
 
   (1) throughput of acks=all to an RF=3 topic (min.insync.replicas=2) vs acks=1 to an RF=1
       topic, --messages records of each of --sizes bytes with a confluent-kafka producer, as a
-      ratio;
+      ratio; the acks=all producer is idempotent (one request in flight per leader, see
+      throughput()), so the same acks=all run without idempotence follows, pipelined as the
+      acks=1 producer is: the broker's replication without librdkafka's limit;
   (2) end-to-end latency (produce call -> consumer receives) p50/p99 of both at each of --rates
       records/s, as a ratio, with each record's time split into stages (benchmarks/
       stage_breakdown.py, from the brokers' stage stamps) so a regression shows where;
@@ -14,6 +16,14 @@ the figure can be trusted. Each node runs in a session of its own, as separately
 servers do (Linux's autogroup scheduler gives every session a share of the CPU: sharing the
 benchmark's session, the four servers and the clients would compete for one share against
 every other session on the machine); --shared-session measures the old way.
+
+Where the acks=all RF=3 tail goes on this 2-core machine: at 2,000 rec/s the three brokers
+(~0.4 core each), the clients and the kernel keep both cores ~90% busy (vmstat), so each hop of
+a write (client -> leader -> both followers -> leader -> consumer) can find its process ready
+but off a CPU. The stall table's "CPU wait" column and the run-queue wait per wake-up say how
+much; with each node in its own session the scheduler also shares the CPU between sessions,
+and a broker past its share waits tens to hundreds of ms (quiet machine: p99 67-386 ms with own
+sessions against 14-15 ms in one session, stalls 82-88% CPU wait).
 
 Usage: python benchmarks/replication.py [--messages 100000] [--sizes 100,1024] [--rates 2000,20000]
                                         [--partitions 100]
@@ -52,11 +62,14 @@ def load() -> str:
     return "load " + " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
-def throughput(bootstrap: str, topic: str, acks: str, n: int, size: int) -> tuple[float, str]:
+def throughput(
+    bootstrap: str, topic: str, acks: str, n: int, size: int, idempotent: bool | None = None
+) -> tuple[float, str]:
     """(records/s, what the producer saw: produce requests in flight per leader and their round
-    trip). librdkafka's idempotent producer, the acks=all one here, keeps one produce request in
-    flight per broker connection whatever max.in.flight says (confluentinc/librdkafka PR 4989),
-    so its throughput is a batch per leader per round trip; the acks=1 producer pipelines."""
+    trip). librdkafka's idempotent producer, the acks=all one here unless `idempotent` says
+    otherwise, keeps one produce request in flight per broker connection whatever max.in.flight
+    says (confluentinc/librdkafka PR 4989), so its throughput is a batch per leader per round
+    trip; the acks=1 producer, and an acks=all one without idempotence, pipeline."""
     stats: list[dict[str, Any]] = []
     p = Producer(
         {
@@ -64,7 +77,7 @@ def throughput(bootstrap: str, topic: str, acks: str, n: int, size: int) -> tupl
             "acks": acks,
             "linger.ms": 5,
             "batch.size": 262144,
-            "enable.idempotence": acks == "all",
+            "enable.idempotence": acks == "all" if idempotent is None else idempotent,
             "queue.buffering.max.messages": 1_000_000,
             "statistics.interval.ms": 200,
             "stats_cb": lambda doc: stats.append(json.loads(doc)),
@@ -233,6 +246,13 @@ def main() -> None:
                 print(f"throughput  acks=1   RF=1, {size} B: {t1:10.0f} rec/s ({t1 * size / 1e6:.1f} MB/s)  ({load()})")
                 print(f"  {f1}")
                 print(f"throughput ratio RF=3/RF=1, {size} B: {t3 / t1:.2f}", flush=True)
+                t3p, f3p = throughput(boot, "rf3", "all", args.messages, size, idempotent=False)
+                print(
+                    f"throughput  acks=all RF=3 without idempotence (pipelined), {size} B: {t3p:10.0f} rec/s "
+                    f"({t3p * size / 1e6:.1f} MB/s)  ({load()})"
+                )
+                print(f"  {f3p}")
+                print(f"throughput ratio RF=3 pipelined/RF=1, {size} B: {t3p / t1:.2f}", flush=True)
             for rate in (int(x) for x in args.rates.split(",") if x):
                 for _ in range(args.rounds):
                     f50, f99 = hop_floor.measure(rate, min(args.seconds, 5.0))
