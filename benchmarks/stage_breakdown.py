@@ -171,8 +171,10 @@ def table(stages: dict[str, list[float]], title: str) -> str:
 def stall_table(trace: Trace, seconds: float) -> str:
     """Per broker: how often its event loop woke more than 5 ms late, and what its thread did in
     those stalls' ticks (kopfka.server.replication_trace): ready but waiting for a CPU (the
-    machine ran others), on a CPU (a callback blocked the loop), or neither (asleep in a system
-    call)."""
+    machine ran others), on a CPU (the tick's ordinary work, or a callback that blocked the
+    loop), or neither (idle in the loop's own wait before the tick was due, or blocked in a
+    system call). The tick is STALL_TICK_S + the lateness, so the ordinary share of a short
+    stall is large."""
     lines = ["  event-loop stalls > 5 ms:  node  count  total ms  max ms  CPU wait  on CPU  asleep"]
     for node, rows in sorted(trace.stalls.items()):
         late = sum(r[1] for r in rows) / 1000

@@ -20,7 +20,7 @@ Each event covers a partition's offsets [lo, hi):
                    (STALL_TICK_S + `lo` µs) the loop's thread ran `hi` µs on a
                    CPU and waited `extra` µs ready in the run queue (Linux schedstat; -1
                    elsewhere): mostly waiting, the OS ran others; mostly running, a callback
-                   blocked the loop; neither, it slept in a system call
+                   blocked the loop; neither, it was idle or slept in a system call
 Where a stage happened for offset o is the first event of it (for that partition and replica)
 whose hi passes o: every stage's offsets only move forward.
 """
