@@ -25,7 +25,7 @@ from kopfka.security.client import ClientSecurity
 from kopfka_process import KopfkaProcess, free_port, sasl_controller_listener
 from request_bodies import consumer_fetch_body
 
-USERS = {"admin": "admin-pw", "alice": "alice-pw", "bob": "bob-pw"}
+USERS = {"admin": "admin-pw", "alice": "alice-pw", "bob": "bob-pw", "carol": "carol-pw"}
 JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
     + " ".join(f'user_{u}="{p}"' for u, p in USERS.items())
@@ -865,6 +865,33 @@ def test_transactions_need_transactional_id_acls(authz: Cluster) -> None:
             got.append(m.value())
     c.close()
     assert got == [b"0", b"1", b"2"]
+
+
+def test_write_txn_markers_need_cluster_action(authz: Cluster) -> None:
+    """kafka-transactions abort (Admin.abortTransaction) sends WriteTxnMarkers from an admin
+    client: as in Kafka, it needs ALTER or CLUSTER_ACTION on the cluster; without, each partition
+    is refused with CLUSTER_AUTHORIZATION_FAILED and no marker is written."""
+    create_topic(authz, "markers-t")
+    marker = {"producer_id": 4242, "producer_epoch": 0, "coordinator_epoch": 0, "transaction_result": False}
+    body = {"markers": [{**marker, "topics": [{"name": "markers-t", "partition_indexes": [0]}]}]}
+    latest = {
+        "replica_id": -1,
+        "isolation_level": 0,
+        "topics": [{"name": "markers-t", "partitions": [{"partition_index": 0, "timestamp": -1}]}],
+    }
+
+    def code(user: str) -> ErrorCode:
+        (m,) = run(authz, user, 27, 1, body).markers
+        assert m.producer_id == 4242 and [t.name for t in m.topics] == ["markers-t"]
+        return ErrorCode(m.topics[0].partitions[0].error_code)
+
+    def end_offset() -> int:
+        return int(run(authz, "admin", 2, 7, latest).topics[0].partitions[0].offset)
+
+    assert code("carol") == CAF and end_offset() == 0
+    out = kacls(authz, "--add", "--allow-principal", "User:carol", "--cluster", "--operation", "ClusterAction")
+    assert out.returncode == 0, out.stderr
+    assert code("carol") == ErrorCode.none and end_offset() == 1  # the ABORT marker
 
 
 def test_share_group_apis(authz: Cluster) -> None:

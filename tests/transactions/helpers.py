@@ -185,3 +185,51 @@ async def kio_request(bootstrap: str, api_key: int, version: int, body: dict[str
         return await conn.request(api_key, version, body)
     finally:
         await conn.close()
+
+
+async def write_unknown_transaction(
+    bootstrap: str, transactional_id: str, topic: str, partition: int, *, inits: int = 1
+) -> tuple[int, int]:
+    """A transactional batch the coordinator never heard of (no AddPartitionsToTxn), as a late
+    retried produce leaves one in the field: it pins the partition's last stable offset until
+    aborted. Needs transaction.partition.verification.enable=false. Each of `inits`
+    InitProducerId calls bumps the epoch; returns (producer id, epoch) of the batch."""
+    from kopfka.client.connection import KafkaConnection
+    from kopfka.protocol.errors import ErrorCode
+    from kopfka.protocol.record_codec import Record, encode_batch
+
+    conn = await KafkaConnection.open(bootstrap)
+    try:
+        await wait_for_coordinator(conn, transactional_id)
+        for _ in range(inits):
+            r = await conn.request(22, 4, {"transactional_id": transactional_id, "transaction_timeout": 60000})
+            assert r.error_code == ErrorCode.none
+        pid, epoch = r.producer_id, r.producer_epoch
+        batch = encode_batch(
+            [Record(0, int(time.time() * 1000), None, transactional_id.encode())],
+            producer_id=pid,
+            producer_epoch=epoch,
+            base_sequence=0,
+            transactional=True,
+        )
+        data = [{"name": topic, "partition_data": [{"index": partition, "records": batch}]}]
+        resp = await conn.request(
+            0, 10, {"transactional_id": transactional_id, "acks": -1, "timeout": 5000, "topic_data": data}
+        )
+        assert resp.responses[0].partition_responses[0].error_code == ErrorCode.none
+        return pid, epoch
+    finally:
+        await conn.close()
+
+
+async def lso_and_high_watermark(bootstrap: str, topic: str, partition: int) -> tuple[int, int]:
+    """ListOffsets latest in read_committed (the last stable offset) and read_uncommitted."""
+    out = []
+    for isolation in (1, 0):
+        body = {
+            "replica_id": -1,
+            "isolation_level": isolation,
+            "topics": [{"name": topic, "partitions": [{"partition_index": partition, "timestamp": -1}]}],
+        }
+        out.append(int((await kio_request(bootstrap, 2, 7, body)).topics[0].partitions[0].offset))
+    return out[0], out[1]

@@ -8,15 +8,11 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from kopfka.client.connection import KafkaConnection
-from kopfka.protocol.errors import ErrorCode
-from kopfka.protocol.record_codec import Record, encode_batch
 from kopfka_process import KopfkaProcess
 
-from transactions.helpers import create_topic, wait_for_coordinator
+from transactions.helpers import create_topic, lso_and_high_watermark, write_unknown_transaction
 
 
 def cli(k: KopfkaProcess, *args: str) -> subprocess.CompletedProcess[str]:
@@ -32,62 +28,14 @@ def rows(out: str) -> list[list[str]]:
     return [line.split() for line in out.strip().splitlines()[1:]]
 
 
-async def _hanging(bootstrap: str) -> tuple[int, int]:
-    conn = await KafkaConnection.open(bootstrap)
-    try:
-        await wait_for_coordinator(conn, "ghost")
-        r = await conn.request(22, 4, {"transactional_id": "ghost", "transaction_timeout": 60000})
-        assert r.error_code == ErrorCode.none
-        pid, epoch = r.producer_id, r.producer_epoch
-        batch = encode_batch(
-            [Record(0, int(time.time() * 1000), None, b"ghost")],
-            producer_id=pid,
-            producer_epoch=epoch,
-            base_sequence=0,
-            transactional=True,
-        )
-        resp = await conn.request(
-            0,
-            10,
-            {
-                "transactional_id": "ghost",
-                "acks": -1,
-                "timeout": 5000,
-                "topic_data": [{"name": "hang", "partition_data": [{"index": 0, "records": batch}]}],
-            },
-        )
-        assert resp.responses[0].partition_responses[0].error_code == ErrorCode.none
-        return pid, epoch
-    finally:
-        await conn.close()
-
-
-async def _lso_and_hw(bootstrap: str) -> tuple[int, int]:
-    conn = await KafkaConnection.open(bootstrap)
-    try:
-        out = []
-        for iso in (1, 0):
-            r = await conn.request(
-                2,
-                7,
-                {
-                    "replica_id": -1,
-                    "isolation_level": iso,
-                    "topics": [{"name": "hang", "partitions": [{"partition_index": 0, "timestamp": -1}]}],
-                },
-            )
-            out.append(int(r.topics[0].partitions[0].offset))
-        return out[0], out[1]
-    finally:
-        await conn.close()
-
-
 def test_list_describe_find_hanging_and_abort(tmp_path: Path) -> None:
     k = KopfkaProcess(tmp_path / "data", overrides={"transaction.partition.verification.enable": "false"}).start()
     try:
         create_topic(k.bootstrap, "hang")
-        pid, epoch = asyncio.run(_hanging(k.bootstrap))
-        assert asyncio.run(_lso_and_hw(k.bootstrap)) == (0, 1), "the hanging transaction pins the LSO"
+        pid, epoch = asyncio.run(write_unknown_transaction(k.bootstrap, "ghost", "hang", 0))
+        assert asyncio.run(lso_and_high_watermark(k.bootstrap, "hang", 0)) == (0, 1), (
+            "the hanging transaction pins the LSO"
+        )
 
         listed = cli(k, "list")
         assert listed.returncode == 0, listed.stderr
@@ -112,7 +60,9 @@ def test_list_describe_find_hanging_and_abort(tmp_path: Path) -> None:
         assert wrong.returncode == 1 and "no open transaction starts at offset 99" in wrong.stderr
         aborted = cli(k, "abort", "--topic", "hang", "--partition", "0", "--start-offset", "0")
         assert aborted.returncode == 0, aborted.stderr
-        assert asyncio.run(_lso_and_hw(k.bootstrap)) == (2, 2), "the abort marker released the LSO"
+        assert asyncio.run(lso_and_high_watermark(k.bootstrap, "hang", 0)) == (2, 2), (
+            "the abort marker released the LSO"
+        )
         assert rows(cli(k, "find-hanging", "--topic", "hang", "--max-transaction-timeout", "0").stdout) == []
 
         missing = cli(k, "describe", "--transactional-id", "nope")
