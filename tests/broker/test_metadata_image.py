@@ -3,13 +3,16 @@ written back as records) plus the tail equals replaying the whole log."""
 
 from __future__ import annotations
 
+import uuid
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kopfka import uuids
 from kopfka.metadata import records as r
 from kopfka.metadata.image import MetadataDelta, MetadataImage, Provenance, replay
 
 TOPICS = ["a", "b", "c"]
-IDS = {"a": "AAAAAAAAAAAAAAAAAAAAAA", "b": "BBBBBBBBBBBBBBBBBBBBBB", "c": "CCCCCCCCCCCCCCCCCCCCCC"}
+IDS = {t: uuids.to_str(uuid.UUID(int=101 + i)) for i, t in enumerate(TOPICS)}  # as Kafka would write them
 
 
 @st.composite
@@ -53,7 +56,12 @@ def record_logs(draw: st.DrawFn) -> list[r.MetadataRecord]:
         elif kind == "broker":
             bid = draw(st.integers(1, 3))
             out.append(
-                r.RegisterBrokerRecord(bid, "inc", draw(st.integers(0, 2)), (r.Endpoint("PLAINTEXT", "h", bid),))
+                r.RegisterBrokerRecord(
+                    bid,
+                    f"00000000-0000-0000-0000-{bid:012d}",
+                    draw(st.integers(0, 2)),
+                    (r.Endpoint("PLAINTEXT", "h", bid),),
+                )
             )
         elif kind == "fence":
             out.append(

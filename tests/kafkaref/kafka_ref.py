@@ -341,12 +341,13 @@ class KafkaCluster:
     def bootstrap(self) -> str:
         return ",".join(n.bootstrap for n in self.nodes)
 
-    def format(self, cluster_id: str | None = None) -> KafkaCluster:
+    def format(self, cluster_id: str | None = None, *extra: str) -> KafkaCluster:
+        """`extra`: more `kafka-storage format` arguments (e.g. `--feature streams.version=0`)."""
         self.cluster_id = cluster_id or random_cluster_id()
         voters = ",".join(n.voter for n in self.nodes)
         for n in self.nodes:
             n.write_config(voters, self.props)
-            n.format(self.cluster_id)
+            n.format(self.cluster_id, *extra)
         return self
 
     def start(self, timeout: float = 120, jvm: Sequence[str] = SERVER_JVM_TEST) -> KafkaCluster:

@@ -5,8 +5,9 @@
   producer snapshots with the producer's state, checkpoints in Kafka's text format;
 - a partition Kafka wrote (cleanly stopped) is opened by kopfka's log layer with the same offsets,
   records and producer state;
-- whole-directory exchanges (`kafka-storage format` for `kopfka serve`, kopfka serving a Kafka log
-  dir) need Kafka's binary metadata records, which branch kraft is bringing: xfail until then.
+- whole directories: `kopfka serve` starts on a dir formatted by `kafka-storage format` (its
+  bootstrap.checkpoint) and on a single-node Kafka's whole log dir (its __cluster_metadata log,
+  records and control records as Kafka wrote them), serving Kafka's records with their offsets.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from __future__ import annotations
 import random
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -28,6 +28,10 @@ from tests.log.helpers import checkpoint_entries, create_topic, produce, read_al
 from tests.storage.helpers import read_values
 
 Record = tuple[int, bytes | None, bytes | None]
+# Kafka 4.3 finalizes streams.version 1 (KIP-1071 streams groups) by default; kopfka does not
+# implement streams groups, so its broker's registration is refused, exactly as Kafka refuses a
+# broker that lacks a finalized feature. Dirs meant for kopfka are formatted without it.
+STREAMS_OFF = ("--feature", "streams.version=0")
 
 
 def records_to_write(n: int, seed: int) -> list[tuple[bytes | None, bytes | None]]:
@@ -40,6 +44,13 @@ def records_to_write(n: int, seed: int) -> list[tuple[bytes | None, bytes | None
 def produce_in_batches(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes | None]]) -> None:
     """One idempotent producer, lz4 batches of at most 100 records."""
     produce(bootstrap, topic, records, extra={"batch.num.messages": 100})
+
+
+def kopfka_on(config: Path, port: int, tmp_path: Path) -> KopfkaProcess:
+    """`kopfka serve --config` on a Kafka node's server.properties (and so on its dirs)."""
+    k = KopfkaProcess(tmp_path / "unused", port=port)
+    k.command = lambda: [sys.executable, "-m", "kopfka.cli.main", "serve", "--config", str(config)]  # type: ignore[method-assign]
+    return k
 
 
 def dump(path: Path, *args: str) -> str:
@@ -115,8 +126,9 @@ def test_kafka_dump_log_reads_a_kopfka_log_dir(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def kafka_written(kafka_libs: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[KafkaNode, list[Record]]:
-    """A single-node Kafka that wrote 2,500 records to `kd` (idempotent, lz4) and stopped cleanly."""
-    ref = KafkaCluster(tmp_path_factory.mktemp("kafka-written"), 1).format().start()
+    """A single-node Kafka that wrote 2,500 records to `kd` (idempotent, lz4) and stopped cleanly.
+    Formatted without streams.version (see STREAMS_OFF), so that kopfka can serve the whole dir."""
+    ref = KafkaCluster(tmp_path_factory.mktemp("kafka-written"), 1).format(None, *STREAMS_OFF).start()
     try:
         create_topic(ref.bootstrap, "kd", 1, **{"segment.bytes": "1048576", "index.interval.bytes": "4096"})
         produce_in_batches(ref.bootstrap, "kd", records_to_write(2500, seed=2))
@@ -146,16 +158,12 @@ def test_kopfka_log_layer_reads_a_kafka_partition(
         log.close()
 
 
-@pytest.mark.xfail(
-    reason="Kafka's binary metadata records (__cluster_metadata, bootstrap.checkpoint): branch kraft", strict=False
-)
 def test_kopfka_serves_a_kafka_log_dir(kafka_written: tuple[KafkaNode, list[Record]], tmp_path: Path) -> None:
     node, consumed = kafka_written
     shutil.copytree(node.dir, tmp_path / "node")
     config = tmp_path / "node" / "server.properties"
     config.write_text(node.config.read_text().replace(str(node.dir), str(tmp_path / "node")))
-    k = KopfkaProcess(tmp_path / "unused", port=node.port)
-    k.command = lambda: [sys.executable, "-m", "kopfka.cli.main", "serve", "--config", str(config)]  # type: ignore[method-assign]
+    k = kopfka_on(config, node.port, tmp_path)
     try:
         k.start()
         assert read_all(k.bootstrap, "kd") == consumed
@@ -163,15 +171,11 @@ def test_kopfka_serves_a_kafka_log_dir(kafka_written: tuple[KafkaNode, list[Reco
         k.kill()
 
 
-@pytest.mark.xfail(
-    reason="Kafka's binary metadata records (bootstrap.checkpoint, __cluster_metadata): branch kraft", strict=False
-)
 def test_kopfka_serves_a_dir_formatted_by_kafka_storage(kafka_libs: Path, tmp_path: Path) -> None:
     node = KafkaNode(tmp_path, 1)
     node.write_config(node.voter, {})
-    assert "Formatting metadata directory" in node.format("MkU3OEVBNTcwNTJENDM2Qg").stdout
-    k = KopfkaProcess(tmp_path / "unused", port=node.port)
-    k.command = lambda: [sys.executable, "-m", "kopfka.cli.main", "serve", "--config", str(node.config)]  # type: ignore[method-assign]
+    assert "Formatting metadata directory" in node.format("MkU3OEVBNTcwNTJENDM2Qg", *STREAMS_OFF).stdout
+    k = kopfka_on(node.config, node.port, tmp_path)
     try:
         k.start()
         create_topic(k.bootstrap, "fmt", 1)
@@ -180,24 +184,29 @@ def test_kopfka_serves_a_dir_formatted_by_kafka_storage(kafka_libs: Path, tmp_pa
         k.kill()
 
 
-def test_kopfka_serve_refuses_a_kafka_storage_formatted_dir_in_one_line(kafka_libs: Path, tmp_path: Path) -> None:
-    """Until kopfka reads Kafka's binary metadata records (the xfail above), a dir formatted by
-    `kafka-storage format` is refused with one line naming the file and its format, exit 1, and no
-    traceback."""
+def test_kopfka_serves_a_standalone_dir_formatted_by_kafka_storage(kafka_libs: Path, tmp_path: Path) -> None:
+    """`kafka-storage format --standalone` (a dynamic quorum): kopfka takes its voter set from the
+    0-0 snapshot Kafka wrote (kraft.version 1, KRaftVoters) and serves."""
     node = KafkaNode(tmp_path, 1)
-    node.write_config(node.voter, {})
-    assert "Formatting metadata directory" in node.format("MkU3OEVBNTcwNTJENDM2Qg").stdout
-    checkpoint = node.log_dir / "bootstrap.checkpoint"
-    assert checkpoint.exists()
-    res = subprocess.run(
-        [sys.executable, "-m", "kopfka.cli.main", "serve", "--config", str(node.config)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert res.returncode == 1, res.stderr[-2000:]
-    assert "Traceback" not in res.stderr, res.stderr[-2000:]
-    assert (
-        f"kopfka serve: {checkpoint} was written in Apache Kafka's binary metadata record format, "
-        "which kopfka does not read yet\n"
-    ) in res.stderr, res.stderr[-2000:]
+    node.write_config("", {})
+    bootstrap_servers = f"controller.quorum.bootstrap.servers={node.host}:{node.controller_port}\n"
+    node.config.write_text(node.config.read_text().replace("controller.quorum.voters=\n", bootstrap_servers))
+    out = node.format("MkU3OEVBNTcwNTJENDM2Qg", "--standalone", *STREAMS_OFF).stdout
+    assert "Formatting dynamic metadata voter directory" in out, out
+    assert (node.log_dir / "__cluster_metadata-0" / "00000000000000000000-0000000000.checkpoint").exists()
+    k = kopfka_on(node.config, node.port, tmp_path)
+    try:
+        k.start()
+        create_topic(k.bootstrap, "standalone", 1)
+        assert produce(k.bootstrap, "standalone", [(None, b"x")]) == [0]
+        quorum = run_tool(
+            "kafka-metadata-quorum",
+            "--bootstrap-controller",
+            f"{node.host}:{node.controller_port}",
+            "describe",
+            "--status",
+        )
+        assert quorum.returncode == 0, quorum.stderr[-2000:]
+        assert re.search(r"CurrentVoters:\s+\[\{\"id\": 1, \"directoryId\": \"[^\"]+\"", quorum.stdout), quorum.stdout
+    finally:
+        k.kill()

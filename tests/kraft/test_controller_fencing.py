@@ -39,7 +39,9 @@ async def controller(tmp_path: Path) -> AsyncIterator[tuple[QuorumController, di
     )
     epochs = {}
     for b in (0, 1, 2, 3):
-        epochs[b] = await c.register_broker(b, f"inc-{b}", (), None, (uuids.to_str(uuids.random_uuid()),), CLUSTER)
+        epochs[b] = await c.register_broker(
+            b, f"00000000-0000-0000-0000-{b:012d}", (), None, (uuids.to_str(uuids.random_uuid()),), CLUSTER
+        )
         await c.broker_heartbeat(b, epochs[b], 1 << 40, False, False)
     try:
         yield c, epochs

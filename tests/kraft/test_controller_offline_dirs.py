@@ -28,7 +28,9 @@ class Ctl:
 
     async def register_all(self) -> None:
         for b in (1, 2, 3):
-            self.epochs[b] = await self.c.register_broker(b, f"inc-{b}", (), None, DIRS[b], CLUSTER)
+            self.epochs[b] = await self.c.register_broker(
+                b, f"00000000-0000-0000-0000-{b:012d}", (), None, DIRS[b], CLUSTER
+            )
             await self.heartbeat(b)
         assert not any(self.c.image.brokers[b].fenced for b in (1, 2, 3))
 

@@ -38,7 +38,13 @@ class Ctl:
     async def register(self, b: int, previous_epoch: int = -1) -> None:
         self.incarnation += 1
         self.epochs[b] = await self.c.register_broker(
-            b, f"inc-{b}-{self.incarnation}", (), None, (), CLUSTER, previous_broker_epoch=previous_epoch
+            b,
+            f"00000000-0000-0000-{self.incarnation:04d}-{b:012d}",
+            (),
+            None,
+            (),
+            CLUSTER,
+            previous_broker_epoch=previous_epoch,
         )
 
     async def unfence(self, b: int) -> None:

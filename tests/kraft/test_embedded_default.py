@@ -18,7 +18,7 @@ from cluster import describe_quorum, metadata, run, wait_until
 from kopfka.log import meta_properties
 from kopfka.metadata import records as mr
 from kopfka.metadata.image import MetadataImage, replay
-from kopfka.protocol.record_codec import decode_records
+from kopfka.metadata.record_batches import decode_batch
 from kopfka.protocol.records import iter_batches
 from kopfka_process import KopfkaProcess
 
@@ -36,7 +36,7 @@ def log_image(meta_dir: Path) -> MetadataImage:
     for seg in sorted((meta_dir / "__cluster_metadata-0").glob("*.log")):
         data = seg.read_bytes()
         for header in iter_batches(data, allow_partial_tail=True):
-            recs.extend(mr.decode(r.value or b"") for r in decode_records(data, header))
+            recs.extend(decode_batch(data, header))
     return replay(r for r in recs if not isinstance(r, mr.BeginTransactionRecord | mr.EndTransactionRecord))
 
 

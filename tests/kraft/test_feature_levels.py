@@ -57,7 +57,9 @@ async def test_registration_checks_and_records_supported_features(controllers: C
     c: QuorumController = await controllers("4.3")
     dirs = (uuids.to_str(uuids.random_uuid()),)
     with pytest.raises(KafkaError) as exc:
-        await c.register_broker(1, "inc-1", (), None, dirs, CLUSTER, (("metadata.version", 7, 27),))
+        await c.register_broker(
+            1, "00000000-0000-0000-0000-000000000001", (), None, dirs, CLUSTER, (("metadata.version", 7, 27),)
+        )
     assert exc.value.code == ErrorCode.unsupported_version
     assert "does not support finalized version 30 of metadata.version" in str(exc.value)
     # a 4.3 cluster finalizes eligible.leader.replicas.version 1, group.version 1, transaction.version 2
@@ -70,14 +72,14 @@ async def test_registration_checks_and_records_supported_features(controllers: C
         ("transaction.version", 0, 2),
     )
     with pytest.raises(KafkaError, match=r"finalized version 1 of eligible\.leader\.replicas\.version"):
-        await c.register_broker(2, "inc-2", (), None, dirs, CLUSTER, supported[:1])
+        await c.register_broker(2, "00000000-0000-0000-0000-000000000002", (), None, dirs, CLUSTER, supported[:1])
     with pytest.raises(KafkaError, match=r"finalized version 1 of group\.version"):
-        await c.register_broker(2, "inc-2", (), None, dirs, CLUSTER, supported[:2])
+        await c.register_broker(2, "00000000-0000-0000-0000-000000000002", (), None, dirs, CLUSTER, supported[:2])
     with pytest.raises(KafkaError, match=r"finalized version 1 of share\.version"):
-        await c.register_broker(2, "inc-2", (), None, dirs, CLUSTER, supported[:3])
+        await c.register_broker(2, "00000000-0000-0000-0000-000000000002", (), None, dirs, CLUSTER, supported[:3])
     with pytest.raises(KafkaError, match=r"finalized version 2 of transaction\.version"):
-        await c.register_broker(2, "inc-2", (), None, dirs, CLUSTER, supported[:4])
-    await c.register_broker(2, "inc-2", (), None, dirs, CLUSTER, supported)
+        await c.register_broker(2, "00000000-0000-0000-0000-000000000002", (), None, dirs, CLUSTER, supported[:4])
+    await c.register_broker(2, "00000000-0000-0000-0000-000000000002", (), None, dirs, CLUSTER, supported)
     assert c.image.brokers[2].supported_features == supported
     assert c.image.brokers[2].log_dirs == dirs
 
@@ -87,7 +89,7 @@ async def test_capabilities_follow_the_finalized_level(controllers: Callable) ->
     new: QuorumController = await controllers("4.3")
     dirs = (uuids.to_str(uuids.random_uuid()),)
     for c in (old, new):
-        epoch = await c.register_broker(1, "inc-1", (), None, dirs, CLUSTER)
+        epoch = await c.register_broker(1, "00000000-0000-0000-0000-000000000001", (), None, dirs, CLUSTER)
         await c.broker_heartbeat(1, epoch, 1 << 40, False, False, cordoned_log_dirs=dirs)
     assert old.image.brokers[1].log_dirs == () and old.image.brokers[1].cordoned_log_dirs is None
     assert new.image.brokers[1].log_dirs == dirs and new.image.brokers[1].cordoned_log_dirs == dirs
@@ -117,7 +119,9 @@ async def test_metadata_transactions_only_from_3_6_iv1(controllers: Callable) ->
 
 async def test_update_features_rules(controllers: Callable) -> None:
     c: QuorumController = await controllers("4.1")  # level 27
-    await c.register_broker(1, "inc-1", (), None, (), CLUSTER)  # supports 7-30, as this binary
+    await c.register_broker(
+        1, "00000000-0000-0000-0000-000000000001", (), None, (), CLUSTER
+    )  # supports 7-30, as this binary
 
     async def update(level: int, kind: int = UPGRADE, validate: bool = False) -> tuple[ErrorCode, str | None]:
         return await c.update_features([("metadata.version", level, kind)], validate_only=validate)
@@ -148,7 +152,7 @@ async def test_update_features_checks_every_broker(controllers: Callable) -> Non
     c: QuorumController = await controllers("4.1")
     await c.register_broker(
         3,
-        "inc-3",
+        "00000000-0000-0000-0000-000000000003",
         (),
         None,
         (),

@@ -16,8 +16,8 @@ from kopfka.client.admin import Admin, AdminError
 from kopfka.log import meta_properties
 from kopfka.metadata import records as mr
 from kopfka.metadata.image import MetadataImage, replay
+from kopfka.metadata.record_batches import decode_batch
 from kopfka.protocol.errors import ErrorCode
-from kopfka.protocol.record_codec import decode_records
 from kopfka.protocol.records import iter_batches
 from kopfka_operator.log_dir_health import OfflineDirs, read_offline_dirs
 from kopfka_operator.roll.kafka_view import AdminKafkaView
@@ -37,8 +37,7 @@ def controller_image(node: Any) -> MetadataImage:
     for seg in sorted(seg_dir.glob("*.log")):
         data = seg.read_bytes()
         for header in iter_batches(data, allow_partial_tail=True):
-            for r in decode_records(data, header):
-                rec = mr.decode(r.value or b"")
+            for rec in decode_batch(data, header):
                 if not isinstance(rec, mr.BeginTransactionRecord | mr.EndTransactionRecord):
                     recs.append(rec)
     return replay(recs)

@@ -80,3 +80,23 @@ def test_duplicate_node_id_exits_naming_the_problem(make_cluster: Any) -> None:
     assert res.returncode == 1
     assert "duplicate node id" in res.stderr and "node.id 0" in res.stderr
     wait_until(lambda: c.brokers[0].ready(), 5, "the original broker to stay ready")
+
+
+def test_garbage_in_the_metadata_log_stops_the_start_in_one_line(tmp_path: Path) -> None:
+    """Record bytes that are no metadata record (here in the log's second batch) stop `kopfka
+    serve` with one line naming the segment and the offset: no traceback, no retry loop."""
+    from kopfka.metadata import records as mr
+    from kopfka.protocol.record_codec import Record, encode_batch
+
+    n = Node(tmp_path, 1000, "controller", "127.0.0.35", props={})
+    n.write_config({"controller.quorum.voters": f"1000@{n.address}"})
+    assert n.format(uuids.to_str(uuids.random_uuid())).returncode == 0
+    seg = n.dir / "metadata" / "__cluster_metadata-0" / "00000000000000000000.log"
+    seg.parent.mkdir(exist_ok=True)
+    good = encode_batch([Record(0, 0, None, mr.encode(mr.NoOpRecord()))], partition_leader_epoch=1)
+    bad = encode_batch([Record(0, 0, None, b"\x01\x02\x00garbage")], base_offset=1, partition_leader_epoch=1)
+    seg.write_bytes(good + bad)
+    res = serve(n)
+    assert res.returncode == 1, res.stderr[-2000:]
+    assert "Traceback" not in res.stderr, res.stderr[-2000:]
+    assert f"kopfka serve: {seg} (offset 1): bad metadata record: " in res.stderr, res.stderr[-2000:]

@@ -216,7 +216,10 @@ def test_leader_does_not_propose_a_replica_in_an_offline_dir(tmp_path: Path) -> 
     tid = "x" * 22
     image = replay(
         [
-            *(mr.RegisterBrokerRecord(b, f"inc-{b}", 7, (), fenced=False, log_dirs=dirs[b]) for b in (1, 2, 3)),
+            *(
+                mr.RegisterBrokerRecord(b, f"00000000-0000-0000-0000-{b:012d}", 7, (), fenced=False, log_dirs=dirs[b])
+                for b in (1, 2, 3)
+            ),
             mr.BrokerRegistrationChangeRecord(3, 7, log_dirs=(dirs[3][1],)),  # broker 3's first dir failed
             mr.TopicRecord("t", tid),
             mr.PartitionRecord(0, tid, (1, 2, 3), (1, 2), 1, directories=(dirs[1][0], dirs[2][0], dirs[3][0])),

@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     if embedded:
         format_embedded(config)
     from kopfka.log.log_manager import LogDirLockedError
-    from kopfka.metadata.records import KafkaBinaryRecordError
+    from kopfka.metadata.records import MetadataRecordError
     from kopfka.metrics.broker_metrics import BrokerMetrics
     from kopfka.metrics.load import IdleClock, timed_loop_factory
     from kopfka.server.kafka_server import KafkaServer, StartupError
@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         with asyncio.Runner(loop_factory=timed_loop_factory(network_idle)) as runner:
             runner.run(server.run_until_signalled())
-    except (StartupError, LogDirLockedError, KafkaBinaryRecordError) as exc:
+    except (StartupError, LogDirLockedError, MetadataRecordError) as exc:
         print(f"kopfka serve: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -1,8 +1,11 @@
 """bootstrap.checkpoint: the records a new cluster's metadata log starts with (seed 000).
 
-Written by `kopfka storage format` into the metadata dir: metadata.version first, then any
-other finalized features and, for a dynamic quorum, the initial voter set. The active
-controller appends them when it finds the metadata log empty.
+Written by `kopfka storage format` into the metadata dir, in Kafka's layout (a snapshot: header,
+metadata.version first and the other finalized features, footer). The active controller appends
+them when it finds the metadata log empty. For a dynamic quorum (--standalone,
+--initial-controllers) the initial voter set and kraft.version 1 go, as in Kafka, in the
+metadata log's first snapshot, `__cluster_metadata-0/00000000000000000000-0000000000.checkpoint`.
+Dirs formatted by earlier kopfka releases kept the voters in bootstrap.checkpoint: still read.
 """
 
 from __future__ import annotations
@@ -19,11 +22,13 @@ from kopfka.metadata.features import (  # noqa: F401  (re-exported for the forma
     default_feature_levels,
     metadata_level_for,
 )
-from kopfka.protocol.record_codec import Record, decode_records, encode_batch
-from kopfka.protocol.records import iter_batches
+from kopfka.metadata.record_batches import decode_all, encode_snapshot
+from kopfka.protocol.errors import CorruptRecordError
 from kopfka.storage.checkpoint import atomic_write
 
 BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
+METADATA_TOPIC = "__cluster_metadata"
+BOOTSTRAP_SNAPSHOT = "00000000000000000000-0000000000.checkpoint"  # Kafka's snapshot id (0, 0)
 
 
 def bootstrap_records(
@@ -34,35 +39,48 @@ def bootstrap_records(
     features: dict[str, int] | None = None,
 ) -> list[mr.MetadataRecord]:
     """`features` overrides the release's default levels (`kopfka storage format --feature`)."""
-    recs: list[mr.MetadataRecord] = [
-        mr.FeatureLevelRecord(METADATA_VERSION, metadata_level_for(release)),
-        mr.FeatureLevelRecord(KRAFT_VERSION, kraft_version),
-    ]
+    """`features` overrides the release's default levels (`kopfka storage format --feature`).
+    With `voters` (a dynamic quorum) the list ends with kraft.version and the voter set, which
+    write_bootstrap puts in the metadata log's first snapshot."""
+    recs: list[mr.MetadataRecord] = [mr.FeatureLevelRecord(METADATA_VERSION, metadata_level_for(release))]
     levels = {**default_feature_levels(metadata_level_for(release)), **(features or {})}
     recs.extend(mr.FeatureLevelRecord(name, level) for name, level in sorted(levels.items()) if level > 0)
     if voters:
-        recs.append(mr.VotersRecord(voters))
+        recs += [mr.KRaftVersionRecord(kraft_version or 1), mr.VotersRecord(voters)]
     return recs
 
 
 def write_bootstrap(metadata_dir: Path, records: list[mr.MetadataRecord]) -> None:
+    """bootstrap.checkpoint with the metadata records, and the 0-0 snapshot with the control ones."""
     now = int(time.time() * 1000)
-    batch = encode_batch([Record(i, now, None, mr.encode(r)) for i, r in enumerate(records)])
+    metadata = [r for r in records if not isinstance(r, mr.ControlRecord)]
+    control = [r for r in records if isinstance(r, mr.ControlRecord)]
     metadata_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write(metadata_dir / BOOTSTRAP_CHECKPOINT, batch)
+    data = encode_snapshot(metadata, timestamp=now, last_contained_log_timestamp=0)
+    atomic_write(metadata_dir / BOOTSTRAP_CHECKPOINT, data)
+    if control:
+        log_dir = metadata_dir / f"{METADATA_TOPIC}-0"
+        log_dir.mkdir(exist_ok=True)
+        atomic_write(
+            log_dir / BOOTSTRAP_SNAPSHOT, encode_snapshot(control, timestamp=now, last_contained_log_timestamp=now)
+        )
+
+
+def _read(path: Path) -> list[mr.MetadataRecord]:
+    try:
+        return decode_all(path.read_bytes())
+    except (mr.MetadataRecordError, CorruptRecordError) as exc:
+        raise mr.MetadataRecordError(f"{path} cannot be read: {exc}") from None
 
 
 def read_bootstrap(metadata_dir: Path) -> list[mr.MetadataRecord] | None:
+    """bootstrap.checkpoint's records, then those of the 0-0 snapshot (the initial voters); None
+    if the dir has no bootstrap.checkpoint. MetadataRecordError names a file that does not parse."""
     path = metadata_dir / BOOTSTRAP_CHECKPOINT
     if not path.exists():
         return None
-    data = path.read_bytes()
-    out: list[mr.MetadataRecord] = []
-    try:
-        for header in iter_batches(data):
-            if header.is_control:  # Kafka's snapshot header and footer; kopfka writes none
-                continue
-            out.extend(mr.decode(r.value or b"") for r in decode_records(data, header))
-    except mr.KafkaBinaryRecordError as exc:  # e.g. a dir formatted by kafka-storage
-        raise exc.in_file(path) from None
+    out = _read(path)
+    first = metadata_dir / f"{METADATA_TOPIC}-0" / BOOTSTRAP_SNAPSHOT
+    if first.exists():
+        out += _read(first)
     return out

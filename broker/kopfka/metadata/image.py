@@ -25,6 +25,7 @@ TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
 CLIENT_METRICS_RESOURCE = 16
 METADATA_VERSION = "metadata.version"
+KRAFT_VERSION = "kraft.version"
 
 
 @dataclass(frozen=True)
@@ -189,13 +190,14 @@ class MetadataImage:
 
     def to_records(self) -> Iterator[r.MetadataRecord]:
         """The whole image as records, features first (snapshots and catch-up)."""
+        if self.voters:  # control records first, as in Kafka's snapshots
+            yield r.KRaftVersionRecord(self.features.get(KRAFT_VERSION, 1))
+            yield r.VotersRecord(self.voters)
         if METADATA_VERSION in self.features:
             yield r.FeatureLevelRecord(METADATA_VERSION, self.features[METADATA_VERSION])
         for name, level in sorted(self.features.items()):
-            if name != METADATA_VERSION:
+            if name != METADATA_VERSION and not (name == KRAFT_VERSION and self.voters):
                 yield r.FeatureLevelRecord(name, level)
-        if self.voters:
-            yield r.VotersRecord(self.voters)
         for b in self.brokers.values():
             yield r.RegisterBrokerRecord(
                 b.broker_id,
@@ -207,9 +209,8 @@ class MetadataImage:
                 b.in_controlled_shutdown,
                 b.log_dirs,
                 b.supported_features,
+                b.cordoned_log_dirs,
             )
-            if b.cordoned_log_dirs is not None:
-                yield r.BrokerRegistrationChangeRecord(b.broker_id, b.epoch, cordoned_log_dirs=b.cordoned_log_dirs)
         for t in self.topics_by_id.values():
             yield r.TopicRecord(t.name, t.topic_id)
             for pid, p in sorted(t.partitions.items()):
@@ -305,6 +306,7 @@ class MetadataDelta:
                 rec.fenced,
                 rec.in_controlled_shutdown,
                 rec.log_dirs,
+                rec.cordoned_log_dirs,
                 supported_features=rec.features,
             )
             self.changed_brokers.add(rec.broker_id)
@@ -393,6 +395,13 @@ class MetadataDelta:
             self._next_producer_id = max(self._next_producer_id, rec.next_producer_id)
         elif isinstance(rec, r.VotersRecord):
             self._voters = rec.voters
+        elif isinstance(rec, r.KRaftVersionRecord):
+            self._f()[KRAFT_VERSION] = rec.kraft_version
+        elif isinstance(rec, r.FenceBrokerRecord | r.UnfenceBrokerRecord):  # Kafka before 3.3-IV3
+            b = self._b().get(rec.id)
+            if b is not None and b.epoch == rec.epoch:
+                self._b()[rec.id] = replace(b, fenced=isinstance(rec, r.FenceBrokerRecord))
+                self.changed_brokers.add(rec.id)
         elif isinstance(rec, r.AccessControlEntryRecord):
             if self._acls is None:
                 self._acls = dict(self.image.acls.by_id)
@@ -421,6 +430,15 @@ class MetadataDelta:
             rec, r.BeginTransactionRecord | r.EndTransactionRecord | r.AbortTransactionRecord | r.NoOpRecord
         ):
             pass  # transaction framing is handled by the batch loader
+        elif isinstance(
+            rec,
+            r.LeaderChangeRecord
+            | r.RegisterControllerRecord
+            | r.DelegationTokenRecord
+            | r.RemoveDelegationTokenRecord
+            | r.ZkMigrationStateRecord,
+        ):
+            pass  # in a Kafka-written log: the raft layer's, or state kopfka does not keep
         else:
             raise r.MetadataRecordError(f"no replay rule for {type(rec).__name__}")
 

@@ -24,7 +24,7 @@ import os
 import random
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,14 +32,15 @@ from typing import Any
 from kopfka import uuids
 from kopfka.client.connection import KafkaConnection
 from kopfka.config.log_config import LogConfig
+from kopfka.metadata import record_batches
 from kopfka.metadata import records as mr
 from kopfka.protocol.errors import ErrorCode, KafkaError
-from kopfka.protocol.record_codec import Record, encode_batch
 from kopfka.protocol.records import iter_batches
 from kopfka.raft import snapshots
 from kopfka.raft.metadata_log import METADATA_TOPIC, QUORUM_STATE, metadata_log_dir, read_committed_batches
 from kopfka.raft.raft_client import CommittedBatch, LeaderAndEpoch, RaftListener
 from kopfka.security.client import ClientSecurity
+from kopfka.storage.producer_state import AppendOrigin
 from kopfka.storage.unified_log import UnifiedLog
 from kopfka.timeouts import wait_quietly
 from kopfka.uuids import METADATA_TOPIC_ID
@@ -234,6 +235,9 @@ class KafkaRaftClient:
         self._next_clean = 0.0
         # KIP-996: a follower that has fetched from its leader since following it refuses pre-votes
         self._fetched_from_leader = False
+        self._granted: set[int] = {node_id}  # who voted for this node's last won election
+        # the finalized features the records are written for (their versions); set by the node
+        self.record_features: Callable[[], Mapping[str, int] | None] = lambda: None
 
     # --- persistent state -----------------------------------------------------------------
     def _load_quorum_state(self) -> None:
@@ -358,24 +362,30 @@ class KafkaRaftClient:
 
     async def _append_local(self, records: list[mr.MetadataRecord]) -> int:
         """Append the records as one batch, or as several when they exceed the batch size limit
-        (Kafka's 8 MiB, or a smaller metadata segment): a write that must apply atomically is framed
-        by Begin/EndTransactionRecord by its writer (metadata transactions, KIP-868)."""
+        (Kafka's 8 MiB, or a smaller metadata segment) or mix control records (voters, leader
+        change) with metadata records, which go in batches of their own: a write that must apply
+        atomically is framed by Begin/EndTransactionRecord by its writer (metadata transactions, KIP-868)."""
         now = _now_ms()
         limit = min(MAX_BATCH_SIZE_BYTES, self.log.config.segment_bytes) - BATCH_OVERHEAD_BYTES
-        chunks: list[list[tuple[mr.MetadataRecord, bytes]]] = [[]]
-        size = 0
-        for r in records:
-            value = mr.encode(r)
-            if chunks[-1] and size + len(value) + RECORD_OVERHEAD_BYTES > limit:
-                chunks.append([])
-                size = 0
-            chunks[-1].append((r, value))
-            size += len(value) + RECORD_OVERHEAD_BYTES
+        features = self.record_features()
+        chunks: list[tuple[bool, list[mr.MetadataRecord]]] = []
+        for control, run in record_batches.runs(records):
+            chunks.append((control, []))
+            size = 0
+            for r in run:
+                n = mr.encoded_size(r, features)
+                if chunks[-1][1] and size + n + RECORD_OVERHEAD_BYTES > limit:
+                    chunks.append((control, []))
+                    size = 0
+                chunks[-1][1].append(r)
+                size += n + RECORD_OVERHEAD_BYTES
         last = -1
-        for chunk in chunks:
-            data = encode_batch([Record(i, now, None, value) for i, (_, value) in enumerate(chunk)])
-            info = self.log.append_as_leader(data, leader_epoch=self.epoch)
-            batch = CommittedBatch(info.first_offset, info.last_offset, self.epoch, now, tuple(r for r, _ in chunk))
+        for control, chunk in chunks:
+            data = record_batches.encode_run(
+                chunk, control, base_offset=0, timestamp=now, leader_epoch=self.epoch, features=features
+            )
+            info = self.log.append_as_leader(data, leader_epoch=self.epoch, origin=AppendOrigin.RAFT_LEADER)
+            batch = CommittedBatch(info.first_offset, info.last_offset, self.epoch, now, tuple(chunk))
             self._note_voters(batch)
             last = info.last_offset
         await asyncio.to_thread(self.log.flush)
@@ -519,7 +529,10 @@ class KafkaRaftClient:
             if self.role != "leader" or self.epoch != epoch:
                 return
             self._epoch_start = self.log.log_end_offset
-            await self._append_local([mr.NoOpRecord()])  # the leader-change batch that commits the epoch
+            # Kafka's LeaderChange control batch: the first entry of the epoch, which commits it
+            voters = tuple((v.node_id, v.directory_id) for v in sorted(self.voters.values(), key=lambda v: v.node_id))
+            granted = tuple(v for v in voters if v[0] in self._granted)
+            await self._append_local([mr.LeaderChangeRecord(self.node_id, voters, granted)])
         self._maybe_advance_hw()
 
     # --- high watermark and delivery --------------------------------------------------------
@@ -805,6 +818,7 @@ class KafkaRaftClient:
         majority = len(voters) // 2 + 1
         granted, refused = {self.node_id}, set()
         if len(granted) >= majority:
+            self._granted = granted
             return True
         last_epoch = self._last_epoch()
         leo = self.log.log_end_offset
@@ -858,6 +872,7 @@ class KafkaRaftClient:
                 if p.vote_granted:
                     granted.add(voter_id)
                     if len(granted) >= majority:
+                        self._granted = granted
                         return True
                 else:
                     refused.add(voter_id)

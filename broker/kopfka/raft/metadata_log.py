@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kopfka.metadata import records as mr
-from kopfka.protocol.record_codec import decode_records
+from kopfka.metadata.record_batches import decode_batch
 from kopfka.protocol.records import iter_batches
 from kopfka.raft.raft_client import CommittedBatch
 from kopfka.storage.unified_log import UnifiedLog
@@ -20,27 +20,23 @@ def metadata_log_dir(metadata_dir: Path) -> Path:
     return metadata_dir / f"{METADATA_TOPIC}-0"
 
 
-def refuse_kafka_format(log_dir: Path) -> None:
-    """Raise KafkaBinaryRecordError naming the file if the metadata log's segments or snapshots
-    were written by Apache Kafka, before the raft client reads them (there the error would only
-    be retried). The first data batch of each file tells; anything else unreadable is left to
-    log recovery."""
+def check_metadata_files(log_dir: Path) -> None:
+    """Raise MetadataRecordError naming the file and offset if a metadata segment or snapshot holds
+    records this binary cannot read, before the raft client reads them (there the error would only
+    be retried). The complete batches of each file's first 64 KiB tell; a torn or corrupt batch is
+    log recovery's business."""
     for path in sorted([*log_dir.glob("*.log"), *log_dir.glob("*.checkpoint")]):
         with path.open("rb") as f:
             head = f.read(1 << 16)
         try:
-            for header in iter_batches(head, allow_partial_tail=True):
-                if header.is_control and path.suffix == ".checkpoint":
-                    continue  # Kafka's snapshot header
-                if header.is_control:  # Kafka's KRaft control records (LeaderChange, voters): kopfka writes none
-                    raise mr.KafkaBinaryRecordError("a KRaft control batch")
-                for r in decode_records(head, header):
-                    mr.decode(r.value or b"")
-                break
-        except mr.KafkaBinaryRecordError as exc:
-            raise exc.in_file(path) from None
-        except Exception:  # a torn or corrupt file is log recovery's business
+            headers = list(iter_batches(head, allow_partial_tail=True))
+        except Exception:
             continue
+        for header in headers:
+            try:
+                decode_batch(head, header)
+            except mr.MetadataRecordError as exc:
+                raise mr.MetadataRecordError(f"{path} (offset {header.base_offset}): {exc}") from None
 
 
 def read_committed_batches(log_: UnifiedLog, start: int, end: int) -> list[CommittedBatch]:
@@ -59,11 +55,9 @@ def read_committed_batches(log_: UnifiedLog, start: int, end: int) -> list[Commi
             if header.base_offset >= end:
                 return out
             try:
-                if header.is_control:  # Kafka's KRaft control records (LeaderChange, voters): kopfka writes none
-                    raise mr.KafkaBinaryRecordError("a KRaft control batch")
-                recs = tuple(mr.decode(r.value or b"") for r in decode_records(data, header))
-            except mr.KafkaBinaryRecordError as exc:  # e.g. a log dir written by Kafka
-                raise exc.in_file(f"{log_.dir} (offset {header.base_offset})") from None
+                recs = tuple(decode_batch(data, header))
+            except mr.MetadataRecordError as exc:
+                raise mr.MetadataRecordError(f"{log_.dir} (offset {header.base_offset}): {exc}") from None
             out.append(
                 CommittedBatch(
                     header.base_offset, header.last_offset, header.partition_leader_epoch, header.max_timestamp, recs

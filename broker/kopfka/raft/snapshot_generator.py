@@ -49,7 +49,7 @@ class SnapshotGenerator:
             self._bytes = 0
             self._last_snapshot = time.monotonic()
             return
-        self._bytes += sum(len(mr.encode(r)) for r in batch.records)
+        self._bytes += sum(mr.encoded_size(r) for r in batch.records)
         due = self._bytes >= self.max_bytes or (
             self.max_interval is not None
             and self._bytes > 0
@@ -60,7 +60,10 @@ class SnapshotGenerator:
 
     def write(self, end_offset: int, epoch: int) -> snapshots.SnapshotId:
         snap = snapshots.SnapshotId(end_offset, epoch)
-        snapshots.write_snapshot(self.raft.dir, snap, list(self.image.to_records()))
+        image = self.image
+        snapshots.write_snapshot(
+            self.raft.dir, snap, list(image.to_records()), image.features, image.provenance.last_log_time_ms
+        )
         snapshots.delete_snapshots_before(self.raft.dir, snap)
         self.raft.snapshot_id = snap
         self._bytes = 0

@@ -1,7 +1,8 @@
 """Metadata snapshots: `<end offset>-<epoch>.checkpoint` files in the `__cluster_metadata-0` dir.
 
-A snapshot is the whole image written as records (`MetadataImage.to_records()`, features
-first) in ordinary v2 record batches, the same framing as the log and bootstrap.checkpoint.
+A snapshot is the whole image written as records (`MetadataImage.to_records()`: the voter set
+and kraft.version, then features first) in Kafka's layout: a SnapshotHeader control batch, the
+records in batches of at most 1000, a SnapshotFooter control batch (`record_batches`).
 Its id is (end offset, epoch): it holds everything *before* end offset, so loading it and then
 replaying the log from end offset gives the same image as replaying the whole log. Names are
 zero-padded like Kafka's (20 digits offset, 10 digits epoch) so they sort by offset.
@@ -11,12 +12,13 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from kopfka.metadata import record_batches
 from kopfka.metadata import records as mr
-from kopfka.protocol.record_codec import Record, decode_records, encode_batch
-from kopfka.protocol.records import iter_batches
+from kopfka.protocol.errors import CorruptRecordError
 from kopfka.storage.checkpoint import atomic_write
 
 SNAPSHOT_SUFFIX = ".checkpoint"
@@ -49,27 +51,37 @@ def latest_snapshot(log_dir: Path) -> SnapshotId | None:
     return snaps[-1] if snaps else None
 
 
-def encode_snapshot(records: list[mr.MetadataRecord]) -> bytes:
+def encode_snapshot(
+    records: list[mr.MetadataRecord], features: Mapping[str, int] | None = None, last_log_time_ms: int = -1
+) -> bytes:
+    """`features`: the image's, for the record versions (None: kopfka's latest); `last_log_time_ms`:
+    the time of the last record it holds (the header's lastContainedLogTimestamp)."""
     now = int(time.time() * 1000)
-    chunks = []
-    for start in range(0, max(len(records), 1), RECORDS_PER_BATCH):
-        part = records[start : start + RECORDS_PER_BATCH] or [mr.NoOpRecord()]
-        chunks.append(encode_batch([Record(i, now, None, mr.encode(r)) for i, r in enumerate(part)], base_offset=start))
-    return b"".join(chunks)
+    return record_batches.encode_snapshot(
+        records,
+        timestamp=now,
+        last_contained_log_timestamp=last_log_time_ms if last_log_time_ms >= 0 else now,
+        features=features,
+        records_per_batch=RECORDS_PER_BATCH,
+    )
 
 
 def decode_snapshot(data: bytes) -> list[mr.MetadataRecord]:
-    out: list[mr.MetadataRecord] = []
-    for header in iter_batches(data):
-        if header.is_control:  # Kafka's snapshot header and footer; kopfka writes none
-            continue
-        out.extend(mr.decode(r.value or b"") for r in decode_records(data, header))
-    return out
+    try:
+        return record_batches.decode_all(data)
+    except CorruptRecordError as exc:
+        raise mr.MetadataRecordError(f"corrupt snapshot: {exc}") from exc
 
 
-def write_snapshot(log_dir: Path, snap: SnapshotId, records: list[mr.MetadataRecord]) -> Path:
+def write_snapshot(
+    log_dir: Path,
+    snap: SnapshotId,
+    records: list[mr.MetadataRecord],
+    features: Mapping[str, int] | None = None,
+    last_log_time_ms: int = -1,
+) -> Path:
     path = log_dir / snap.file_name
-    atomic_write(path, encode_snapshot(records))
+    atomic_write(path, encode_snapshot(records, features, last_log_time_ms))
     return path
 
 
@@ -84,8 +96,8 @@ def read_snapshot(log_dir: Path, snap: SnapshotId) -> list[mr.MetadataRecord]:
     path = log_dir / snap.file_name
     try:
         return decode_snapshot(path.read_bytes())
-    except mr.KafkaBinaryRecordError as exc:
-        raise exc.in_file(path) from None
+    except mr.MetadataRecordError as exc:
+        raise mr.MetadataRecordError(f"{path}: {exc}") from None
 
 
 def delete_snapshots_before(log_dir: Path, keep: SnapshotId) -> None:

@@ -368,7 +368,7 @@ def _log_records_from(directory: Path, start: int) -> list[Any]:
                 continue
             for rec in decode_records(data, header):
                 value = rec.value or b""
-                if rec.offset >= start and value[:1] == bytes([mr.ConfigRecord.TYPE]):
+                if rec.offset >= start and mr.record_type(value) == mr.ConfigRecord.TYPE:
                     out.append(mr.decode(value))
     return out
 

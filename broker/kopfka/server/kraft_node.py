@@ -29,7 +29,7 @@ from kopfka.metadata.image import METADATA_VERSION
 from kopfka.metadata.loader import MetadataLoader
 from kopfka.metrics.broker_metrics import BrokerMetrics
 from kopfka.raft.kafka_raft import KafkaRaftClient
-from kopfka.raft.metadata_log import metadata_log_dir, refuse_kafka_format
+from kopfka.raft.metadata_log import check_metadata_files, metadata_log_dir
 from kopfka.raft.snapshot_generator import SnapshotGenerator
 from kopfka.server.assignments_manager import AssignmentsManager
 from kopfka.server.broker_lifecycle import BrokerLifecycleManager, RegistrationError
@@ -123,7 +123,7 @@ async def start_kraft_node(server: KafkaServer, cluster_id: str) -> None:
     meta = meta_properties.read(cfg.metadata_log_dir)
     assert meta is not None  # _check_formatted ran
     boot = bootstrap.read_bootstrap(cfg.metadata_log_dir) or bootstrap.bootstrap_records()
-    refuse_kafka_format(metadata_log_dir(cfg.metadata_log_dir))  # a log dir written by Kafka: one clear line
+    check_metadata_files(metadata_log_dir(cfg.metadata_log_dir))  # unreadable records: one clear line
     if cfg.is_broker:  # before the raft client touches the metadata log
         server.initialize_dynamic_config()
     boot_voters: tuple[tuple[int, str, str, int], ...] = ()
@@ -166,6 +166,7 @@ async def start_kraft_node(server: KafkaServer, cluster_id: str) -> None:
         raise StartupError(f"node.id {node_id} is a controller but is not in controller.quorum.voters")
     loader = MetadataLoader("broker" if cfg.is_broker else "controller")
     raft.register(loader)
+    raft.record_features = lambda: loader.image.features or None  # the record versions to write
     node = KRaftNode(raft, loader)
     server.kraft = node
     server.loader = loader
