@@ -135,28 +135,32 @@ def test_streaming_write_topic_to_topic_survives_a_restart(
             time.sleep(0.2)
 
     feed(0, 300)
-    feeder = threading.Thread(target=feed, args=(300, n))
-    feeder.start()
+    feeders = [threading.Thread(target=feed, args=(300, 800))]  # while the first query runs
+    feeders[0].start()
     try:
         q = start()
         wait_for(lambda: output_count() >= 200 or q.exception() is not None, "first output")
         assert q.exception() is None, q.exception()
         q.stop()  # while records keep arriving (and, likely, a batch is being written)
         input_at_stop = sum(watermarks(bootstrap, src, p)[1] for p in (0, 1))
-        time.sleep(1)
+        feed(800, 950)  # while the query is down
         ends_at_stop = output_ends()  # what the stopped query wrote, late sends of its last batch included
         stopped_at = sum(ends_at_stop.values())
         input_at_restart = sum(watermarks(bootstrap, src, p)[1] for p in (0, 1))
-        assert input_at_stop < input_at_restart < n, "records arrived while the query was down and after"
+        feeders.append(threading.Thread(target=feed, args=(950, n)))  # while the restarted query runs
+        feeders[1].start()
         q = start()  # from the checkpoint
         try:
-            feeder.join(120)
+            for f in feeders:
+                f.join(120)
             q.processAllAvailable()  # every input record is in a committed batch
             assert output_count() >= n
         finally:
             q.stop()
     finally:
-        feeder.join(120)
+        for f in feeders:
+            f.join(120)
+    assert input_at_stop < input_at_restart < n, "records arrived while the query was down and after"
 
     out = consume_all(bootstrap, dst, [0, 1])
     got = [(m.key().decode(), m.value().decode(), tuple(m.headers() or ()), m.partition()) for m in out]
