@@ -299,3 +299,40 @@ def test_unreadable_metadata_files_are_named_with_the_offset(tmp_path: Path) -> 
     (tmp_path / "00000000000000000000.log").write_bytes(good + bad)
     with pytest.raises(mr.MetadataRecordError, match=r"00000000000000000000.log \(offset 1\): bad metadata record"):
         check_metadata_files(tmp_path)
+
+
+def test_standalone_format_names_the_voter_endpoint_after_the_controller_listener(tmp_path: Path) -> None:
+    """`kopfka storage format --standalone`: the KRaftVoters endpoint carries the configured
+    controller listener's name (Kafka's tools show it), here CTRL."""
+    import subprocess
+    import sys
+
+    cfg = tmp_path / "server.properties"
+    cfg.write_text(
+        "process.roles=controller\nnode.id=1\ncontroller.listener.names=CTRL\n"
+        "listeners=CTRL://127.0.0.1:19093\ncontroller.quorum.bootstrap.servers=127.0.0.1:19093\n"
+        f"log.dirs={tmp_path / 'logs'}\n"
+    )
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kopfka.cli.main",
+            "storage",
+            "format",
+            "-t",
+            "MkU3OEVBNTcwNTJENDM2Qg",
+            "-c",
+            str(cfg),
+            "-s",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 0, res.stderr
+    first = tmp_path / "logs" / "__cluster_metadata-0" / bootstrap.BOOTSTRAP_SNAPSHOT
+    kraft, voters = decode_all(first.read_bytes())
+    assert kraft == mr.KRaftVersionRecord(1)
+    assert isinstance(voters, mr.VotersRecord) and voters.listener_name == "CTRL"
+    assert [(v[0], v[2], v[3]) for v in voters.voters] == [(1, "127.0.0.1", 19093)]

@@ -215,7 +215,11 @@ def run(args: argparse.Namespace) -> int:
                 mine = [v for v in voters if v[0] == config.node_id]
                 metadata_dir_id = mine[0][1] if mine else None
         records = bootstrap.bootstrap_records(
-            args.release_version, kraft_version=1 if voters else 0, voters=voters, features=parse_features(args.feature)
+            args.release_version,
+            kraft_version=1 if voters else 0,
+            voters=voters,
+            features=parse_features(args.feature),
+            controller_listener=(config.controller_listener_names or ["CONTROLLER"])[0],
         )
         records.extend(parse_add_scram(s) for s in args.add_scram)
         formatted = format_dirs(

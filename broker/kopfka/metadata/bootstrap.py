@@ -37,16 +37,18 @@ def bootstrap_records(
     kraft_version: int = 0,
     voters: tuple[tuple[int, str, str, int], ...] = (),
     features: dict[str, int] | None = None,
+    controller_listener: str = "CONTROLLER",
 ) -> list[mr.MetadataRecord]:
     """`features` overrides the release's default levels (`kopfka storage format --feature`)."""
     """`features` overrides the release's default levels (`kopfka storage format --feature`).
     With `voters` (a dynamic quorum) the list ends with kraft.version and the voter set, which
-    write_bootstrap puts in the metadata log's first snapshot."""
+    write_bootstrap puts in the metadata log's first snapshot (each voter's endpoint named after
+    `controller_listener`, the first of controller.listener.names)."""
     recs: list[mr.MetadataRecord] = [mr.FeatureLevelRecord(METADATA_VERSION, metadata_level_for(release))]
     levels = {**default_feature_levels(metadata_level_for(release)), **(features or {})}
     recs.extend(mr.FeatureLevelRecord(name, level) for name, level in sorted(levels.items()) if level > 0)
     if voters:
-        recs += [mr.KRaftVersionRecord(kraft_version or 1), mr.VotersRecord(voters)]
+        recs += [mr.KRaftVersionRecord(kraft_version or 1), mr.VotersRecord(voters, controller_listener)]
     return recs
 
 

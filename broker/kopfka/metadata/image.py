@@ -165,6 +165,7 @@ class MetadataImage:
     )
     next_producer_id: int = 0
     voters: tuple[tuple[int, str, str, int], ...] = ()
+    voters_listener: str = "CONTROLLER"  # the controller listener the voters' endpoints are on
     acls: a.AclsImage = a.EMPTY_ACLS
     scram: Mapping[tuple[str, int], ScramCredential] = field(default_factory=lambda: EMPTY_MAP)  # (user, mechanism)
 
@@ -192,7 +193,7 @@ class MetadataImage:
         """The whole image as records, features first (snapshots and catch-up)."""
         if self.voters:  # control records first, as in Kafka's snapshots
             yield r.KRaftVersionRecord(self.features.get(KRAFT_VERSION, 1))
-            yield r.VotersRecord(self.voters)
+            yield r.VotersRecord(self.voters, self.voters_listener)
         if METADATA_VERSION in self.features:
             yield r.FeatureLevelRecord(METADATA_VERSION, self.features[METADATA_VERSION])
         for name, level in sorted(self.features.items()):
@@ -250,6 +251,7 @@ class MetadataDelta:
         self._quotas: dict[tuple[tuple[str, str | None], ...], Mapping[str, float]] | None = None
         self._next_producer_id = image.next_producer_id
         self._voters = image.voters
+        self._voters_listener = image.voters_listener
         self._acls: dict[str, a.StandardAcl] | None = None
         self._scram: dict[tuple[str, int], ScramCredential] | None = None
         self.topic_changes = TopicChanges()
@@ -395,6 +397,7 @@ class MetadataDelta:
             self._next_producer_id = max(self._next_producer_id, rec.next_producer_id)
         elif isinstance(rec, r.VotersRecord):
             self._voters = rec.voters
+            self._voters_listener = rec.listener_name
         elif isinstance(rec, r.KRaftVersionRecord):
             self._f()[KRAFT_VERSION] = rec.kraft_version
         elif isinstance(rec, r.FenceBrokerRecord | r.UnfenceBrokerRecord):  # Kafka before 3.3-IV3
@@ -473,6 +476,7 @@ class MetadataDelta:
             client_quotas=img.client_quotas if self._quotas is None else MappingProxyType(self._quotas),
             next_producer_id=self._next_producer_id,
             voters=self._voters,
+            voters_listener=self._voters_listener,
             acls=img.acls if self._acls is None else a.AclsImage(self._acls),
             scram=img.scram if self._scram is None else MappingProxyType(self._scram),
         )
