@@ -312,7 +312,8 @@ class RegisterControllerRecord(MetadataRecord):
 # --- KRaft control records: not metadata records, but read from (and written into) the same log --
 @dataclass(frozen=True)
 class ControlRecord(MetadataRecord):
-    """A record that goes in a control batch (Kafka's ControlRecordType in the key)."""
+    """A record that goes in a control batch (Kafka's ControlRecordType in the key). Its TYPE is
+    1000 + that control type: a registry key only, apart from the metadata records' api keys."""
 
 
 @dataclass(frozen=True)
