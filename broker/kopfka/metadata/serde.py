@@ -21,7 +21,7 @@ import struct
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from kio.schema.k_raft_version_record.v0 import KRaftVersionRecord
 from kio.schema.leader_change_message.v0 import LeaderChangeMessage as LeaderChangeMessageV0
@@ -316,14 +316,18 @@ def _write_struct(out: io.BytesIO, fields: tuple[F, ...], values: Mapping[str, A
         buf = io.BytesIO()
         _write(buf, f.type, v, f.nullable, version, at)
         tagged.append((f.tag, buf.getvalue()))
-    w.write_unsigned_varint(out, uvarint(len(tagged)))
+    w.write_unsigned_varint(out, cast(uvarint, len(tagged)))
     for tag, encoded in sorted(tagged):
-        w.write_unsigned_varint(out, uvarint(tag))
-        w.write_unsigned_varint(out, uvarint(len(encoded)))
+        w.write_unsigned_varint(out, cast(uvarint, tag))
+        w.write_unsigned_varint(out, cast(uvarint, len(encoded)))
         out.write(encoded)
 
 
 def _read(data: memoryview, pos: int, t: Any, nullable: bool, version: int, where: str) -> tuple[Any, int]:
+    fixed = _READERS.get(t) if type(t) is str else None  # the common case first: replay speed
+    if fixed is not None:
+        value, size = fixed(data, pos)
+        return value, pos + size
     if isinstance(t, tuple) and t[:1] == ("[]",):
         n, size = r.read_unsigned_varint(data, pos)
         pos += size
@@ -334,8 +338,13 @@ def _read(data: memoryview, pos: int, t: Any, nullable: bool, version: int, wher
         if n - 1 > len(data) - pos:
             raise SerdeError(f"{where}: an array of {n - 1} elements in {len(data) - pos} bytes")
         items = []
+        elem = _READERS.get(t[1]) if type(t[1]) is str else None
         for _ in range(n - 1):
-            item, pos = _read(data, pos, t[1], False, version, where)
+            if elem is not None:
+                item, size = elem(data, pos)
+                pos += size
+            else:
+                item, pos = _read(data, pos, t[1], False, version, where)
             items.append(item)
         return tuple(items), pos
     if isinstance(t, tuple):
@@ -354,8 +363,7 @@ def _read(data: memoryview, pos: int, t: Any, nullable: bool, version: int, wher
     if t == "uuid":
         u, size = r.read_uuid(data, pos)
         return (ZERO_UUID if u is None else u), pos + size
-    value, size = _READERS[t](data, pos)
-    return value, pos + size
+    raise SerdeError(f"{where}: unknown type {t!r}")
 
 
 def _read_struct(
@@ -401,7 +409,7 @@ def write_metadata(api_key: int, version: int, values: Mapping[str, Any]) -> byt
         raise SerdeError(f"{schema.name} has no version {version}")
     out = io.BytesIO()
     for n in (FRAME_VERSION, api_key, version):
-        w.write_unsigned_varint(out, uvarint(n))
+        w.write_unsigned_varint(out, cast(uvarint, n))
     _write_struct(out, schema.fields, values, version, schema.name)
     return out.getvalue()
 
