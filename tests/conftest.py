@@ -15,7 +15,8 @@ from kopfka_process import KopfkaProcess
 # Modules that assert a throughput at least some fraction of a limit, or a deadline for work on
 # the CPU: on two cores, a second test worker running beside them starves them (measured with
 # `-n 2` under load: byte-rate quotas at 0.59-0.74 of 1 MB/s, a 4 MB/s throttle at 2.4 MB/s, the
-# kopf lifecycle past its waits). ./scripts/test runs the rest on two workers, then these alone.
+# kopf lifecycle past its waits; two Java KIP-848 consumers that never settled their split within
+# 60 s). ./scripts/test runs the rest on two workers, then these alone.
 SERIAL_MODULES = {
     "tests/quotas/test_byte_rate_quotas.py",
     "tests/quotas/test_quota_admin_e2e.py",
@@ -25,6 +26,7 @@ SERIAL_MODULES = {
     "tests/replication/test_data_mover.py",
     "tests/operator/test_autoscale_metrics.py",
     "tests/operator/test_operator_kopf.py",
+    "tests/kafkaref/test_java_clients.py",
 }
 
 

@@ -209,11 +209,13 @@ def test_acls_and_scram_survive_encoding_and_snapshots() -> None:
     snapshot holds) rebuilds the same ACLs and SCRAM credentials."""
     from kopfka.metadata.image import acl_record
     from kopfka.security import scram
+    from kopfka.uuids import random_uuid, to_str
 
     cred = scram.new_credential("SCRAM-SHA-512", "pw")
+    first, second = to_str(random_uuid()), to_str(random_uuid())  # an ACL's id is a Kafka uuid on disk
     recs: list[mr.MetadataRecord] = [
-        acl_record("id-1", acl("t", R)),
-        acl_record("id-2", acl("p-", W, DENY, pattern=PRE, host="10.0.0.1")),
+        acl_record(first, acl("t", R)),
+        acl_record(second, acl("p-", W, DENY, pattern=PRE, host="10.0.0.1")),
         mr.UserScramCredentialRecord("alice", 2, cred.salt, cred.stored_key, cred.server_key, cred.iterations),
     ]
     for rec in recs:
@@ -222,5 +224,5 @@ def test_acls_and_scram_survive_encoding_and_snapshots() -> None:
     again = replay(list(img.to_records()))
     assert again.acls == img.acls and dict(again.scram) == dict(img.scram)
     assert again.scram[("alice", 2)].stored_key == cred.stored_key
-    gone = replay([mr.RemoveAccessControlEntryRecord("id-1"), mr.RemoveUserScramCredentialRecord("alice", 2)], img)
+    gone = replay([mr.RemoveAccessControlEntryRecord(first), mr.RemoveUserScramCredentialRecord("alice", 2)], img)
     assert list(gone.acls) == [acl("p-", W, DENY, pattern=PRE, host="10.0.0.1")] and not gone.scram
