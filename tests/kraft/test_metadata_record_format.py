@@ -15,7 +15,7 @@ from kopfka.metadata import bootstrap, serde
 from kopfka.metadata import records as mr
 from kopfka.metadata.image import MetadataDelta, MetadataImage
 from kopfka.metadata.record_batches import decode_all, encode_snapshot
-from kopfka.protocol.record_codec import decode_records
+from kopfka.protocol.record_codec import decode_records, encode_control_key
 from kopfka.protocol.records import iter_batches
 from kopfka.raft.metadata_log import check_metadata_files
 
@@ -286,7 +286,7 @@ def test_garbage_metadata_bytes_are_a_clear_error(value: bytes, message: str) ->
 
 
 def test_garbage_control_record_is_a_clear_error() -> None:
-    key = serde.control_key(serde.KRAFT_VOTERS)
+    key = encode_control_key(serde.KRAFT_VOTERS)
     with pytest.raises(mr.MetadataRecordError, match="bad control record"):
         mr.decode_control(key, b"\x00\x00\xff\xff\xff\xff\x0f")  # 2^32 voters in 7 bytes
 

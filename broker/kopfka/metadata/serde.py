@@ -35,6 +35,8 @@ from kio.serial import writers as w
 from kio.serial.errors import BufferUnderflow, InvalidUnicode
 from kio.static.primitive import uvarint
 
+from kopfka.protocol.errors import CorruptRecordError
+from kopfka.protocol.record_codec import decode_control_key, encode_control_key
 from kopfka.protocol.request_guard import BodyError, check_body
 
 FRAME_VERSION = 1
@@ -446,7 +448,6 @@ def read_metadata(data: bytes | memoryview) -> tuple[Schema, int, dict[str, Any]
 # --- KRaft control records ---------------------------------------------------------------------------
 # Kafka's ControlRecordType: the type goes in the record key (version 0)
 LEADER_CHANGE, SNAPSHOT_HEADER, SNAPSHOT_FOOTER, KRAFT_VERSION, KRAFT_VOTERS = 2, 3, 4, 5, 6
-CONTROL_KEY_VERSION = 0
 _CONTROL_ENTITIES: dict[int, tuple[type[Any], ...]] = {
     LEADER_CHANGE: (LeaderChangeMessageV0, LeaderChangeMessageV1),
     SNAPSHOT_HEADER: (SnapshotHeaderRecord,),
@@ -456,26 +457,23 @@ _CONTROL_ENTITIES: dict[int, tuple[type[Any], ...]] = {
 }
 
 
-def control_key(kind: int) -> bytes:
-    return struct.pack(">hh", CONTROL_KEY_VERSION, kind)
-
-
 def write_control(entity: Any) -> tuple[bytes, bytes]:
     """(key, value) of a control record holding a kio control entity."""
     for kind, classes in _CONTROL_ENTITIES.items():
         if type(entity) in classes:
             out = io.BytesIO()
             entity_writer(type(entity))(out, entity)
-            return control_key(kind), out.getvalue()
+            return encode_control_key(kind), out.getvalue()
     raise SerdeError(f"{type(entity).__name__} is not a KRaft control record")
 
 
 def read_control(key: bytes | None, value: bytes | None) -> tuple[int, Any]:
     """(control type, kio entity) of a control record; the entity is None for types without one
     here (a transaction marker, or a type newer than this binary)."""
-    if key is None or len(key) < 4:
-        raise SerdeError("control record without its 4-byte key")
-    _key_version, kind = struct.unpack_from(">hh", key, 0)
+    try:
+        _key_version, kind = decode_control_key(key)
+    except CorruptRecordError as exc:
+        raise SerdeError(str(exc)) from exc
     classes = _CONTROL_ENTITIES.get(kind)
     if classes is None or value is None:
         return kind, None
