@@ -49,6 +49,22 @@ def describe_cluster(kube: Kube, name: str, namespace: str) -> str:
     return "\n".join(lines)
 
 
+def cluster_with_external(name: str, external: dict[str, Any]) -> dict[str, Any]:
+    """A 3-broker combined cluster with an internal CLIENT listener on 9092 and `external` (an
+    EXTERNAL listener on 9094 of some type) beside it."""
+    return {
+        "apiVersion": "kopfka.io/v1alpha1",
+        "kind": "KafkaCluster",
+        "metadata": {"name": name},
+        "spec": {
+            "mode": "combined",
+            "brokers": {"replicas": 3, "storage": {"volumes": [{"id": 0, "size": "1Gi", "deleteClaim": True}]}},
+            "listeners": [{"name": "CLIENT", "port": 9092}, {"name": "EXTERNAL", "port": 9094, **external}],
+            "config": {"offsets.topic.replication.factor": "3"},
+        },
+    }
+
+
 def example(name: str, **overrides: Any) -> str:
     """An examples/ manifest, optionally with top-level spec keys replaced."""
     doc = yaml.safe_load((REPO / "examples" / name).read_text())

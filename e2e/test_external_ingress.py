@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kafka_pods import client_pod, cluster_ready, exec_python, listener_bootstrap
+from kafka_pods import client_pod, cluster_ready, cluster_with_external, exec_python, listener_bootstrap
 from kube_env import Kube, KubeError, wait_for
 
 CLUSTER = "ingress"
@@ -45,29 +45,8 @@ FIGURES: dict[str, Any] = {}
 def manifest(domain: str) -> dict[str, Any]:
     """The cluster, its ingress hosts under `domain` (one per namespace: a controller routes a host
     to one backend, and a kept namespace of an earlier run must not take this run's connections)."""
-    return {
-        "apiVersion": "kopfka.io/v1alpha1",
-        "kind": "KafkaCluster",
-        "metadata": {"name": CLUSTER},
-        "spec": {
-            "mode": "combined",
-            "brokers": {"replicas": 3, "storage": {"volumes": [{"id": 0, "size": "1Gi", "deleteClaim": True}]}},
-            "listeners": [
-                {"name": "CLIENT", "port": 9092},
-                {
-                    "name": "EXTERNAL",
-                    "port": 9094,
-                    "type": "ingress",
-                    "tls": True,
-                    "configuration": {
-                        "bootstrap": {"host": f"bootstrap.{domain}"},
-                        "brokerHostTemplate": f"broker-{{id}}.{domain}",
-                    },
-                },
-            ],
-            "config": {"offsets.topic.replication.factor": "3"},
-        },
-    }
+    configuration = {"bootstrap": {"host": f"bootstrap.{domain}"}, "brokerHostTemplate": f"broker-{{id}}.{domain}"}
+    return cluster_with_external(CLUSTER, {"type": "ingress", "tls": True, "configuration": configuration})
 
 
 def _controller_manifests(image: str) -> list[dict[str, Any]]:

@@ -19,25 +19,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kafka_pods import client_pod, cluster_ready, exec_python, listener_bootstrap
+from kafka_pods import client_pod, cluster_ready, cluster_with_external, exec_python, listener_bootstrap
 from kube_env import Kube, wait_for
 
 CLUSTER = "lb"
 FIGURES: dict[str, Any] = {}
-MANIFEST = {
-    "apiVersion": "kopfka.io/v1alpha1",
-    "kind": "KafkaCluster",
-    "metadata": {"name": CLUSTER},
-    "spec": {
-        "mode": "combined",
-        "brokers": {"replicas": 3, "storage": {"volumes": [{"id": 0, "size": "1Gi", "deleteClaim": True}]}},
-        "listeners": [
-            {"name": "CLIENT", "port": 9092},
-            {"name": "EXTERNAL", "port": 9094, "type": "loadbalancer"},
-        ],
-        "config": {"offsets.topic.replication.factor": "3"},
-    },
-}
+MANIFEST = cluster_with_external(CLUSTER, {"type": "loadbalancer"})
 
 
 @pytest.fixture(scope="module")
