@@ -388,3 +388,79 @@ def test_consumer_group_heartbeat_errors(shared: KopfkaProcess) -> None:
         assert (left.error_code, left.member_epoch) == (0, -1)
 
     run(shared.bootstrap, scenario)
+
+
+def test_commit_with_an_older_member_epoch_follows_assignment_epochs(shared: KopfkaProcess) -> None:
+    """KIP-1251 (Kafka 4.3): a commit racing the heartbeat that bumped the member's epoch is not a
+    zombie's. An older member epoch commits the partitions the member held since that epoch;
+    partitions it no longer holds, or was given later, and a newer epoch, are STALE_MEMBER_EPOCH
+    for the whole request (the Java 4.3 consumer's commitSync fails on it without retrying)."""
+
+    async def scenario(conn: KafkaConnection) -> None:
+        def hb(member: str, epoch: int, owned: list[int] | None = None) -> dict[str, Any]:
+            return {
+                "group_id": "kip1251",
+                "member_id": member,
+                "member_epoch": epoch,
+                "instance_id": None,
+                "rack_id": None,
+                "rebalance_timeout": 5000,
+                "subscribed_topic_names": ["t"] if epoch == 0 else None,
+                "subscribed_topic_regex": None,
+                "server_assignor": "uniform" if epoch == 0 else None,
+                "topic_partitions": None if owned is None else [{"topic_id": topic_id, "partitions": owned}],
+            }
+
+        def commit(member: str, epoch: int, partitions: list[int]) -> dict[str, Any]:
+            return {
+                "group_id": "kip1251",
+                "generation_id_or_member_epoch": epoch,
+                "member_id": member,
+                "group_instance_id": None,
+                "topics": [
+                    {
+                        "name": "t",
+                        "partitions": [
+                            {
+                                "partition_index": p,
+                                "committed_offset": 5,
+                                "committed_leader_epoch": -1,
+                                "committed_metadata": None,
+                            }
+                            for p in partitions
+                        ],
+                    }
+                ],
+            }
+
+        async def codes(member: str, epoch: int, partitions: list[int]) -> set[int]:
+            r = await conn.request(8, 9, commit(member, epoch, partitions))
+            return {p.error_code for t in r.topics for p in t.partitions}
+
+        topic_id = None
+        a = await conn.request(68, 1, {**hb("m-a", 0), "topic_partitions": []})
+        assert (a.error_code, a.member_epoch) == (0, 1)
+        topic_id = a.assignment.topic_partitions[0].topic_id
+        assert sorted(a.assignment.topic_partitions[0].partitions) == [0, 1]
+        b = await conn.request(68, 1, {**hb("m-b", 0), "topic_partitions": []})
+        # m-b joins at the new group epoch 2, its partition not yet released by m-a
+        assert b.error_code == 0 and b.member_epoch == 2 and not b.assignment.topic_partitions
+        # m-a is told to give one partition up; it keeps the other, assigned at epoch 1
+        a = await conn.request(68, 1, hb("m-a", 1, [0, 1]))
+        kept = sorted(a.assignment.topic_partitions[0].partitions)
+        assert len(kept) == 1
+        gone = 1 - kept[0]
+        a = await conn.request(68, 1, hb("m-a", a.member_epoch, kept))  # revoked: m-a reaches epoch 2
+        assert a.member_epoch == 2
+        b = await conn.request(68, 1, hb("m-b", b.member_epoch, []))
+        assert b.member_epoch == 2 and list(b.assignment.topic_partitions[0].partitions) == [gone]
+
+        assert await codes("m-a", 2, kept) == {ErrorCode.none}
+        assert await codes("m-a", 1, kept) == {ErrorCode.none}  # held since epoch 1: a late commit, not a zombie
+        assert await codes("m-a", 1, [gone]) == {ErrorCode.stale_member_epoch}  # no longer m-a's
+        assert await codes("m-a", 1, [*kept, gone]) == {ErrorCode.stale_member_epoch}  # the whole request
+        assert await codes("m-a", 3, kept) == {ErrorCode.stale_member_epoch}  # newer than the member's
+        assert await codes("m-b", 1, [gone]) == {ErrorCode.stale_member_epoch}  # assigned to m-b at epoch 2
+        assert await codes("m-b", 2, [gone]) == {ErrorCode.none}
+
+    run(shared.bootstrap, scenario)

@@ -21,6 +21,7 @@ import logging
 import re
 import struct
 import uuid
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from kopfka import uuids
@@ -115,6 +116,12 @@ def _union(a: Assignment, b: Assignment) -> Assignment:
     for t, ps in b.items():
         out.setdefault(t, set()).update(ps)
     return out
+
+
+def _keep_epochs(member: ConsumerMember) -> None:
+    """Forget the assignment epochs of partitions the member neither holds nor still revokes."""
+    held = _union(member.assigned, member.pending_revocation)
+    member.assignment_epochs = {tp: e for tp, e in member.assignment_epochs.items() if tp[1] in held.get(tp[0], ())}
 
 
 def _norm(a: Assignment) -> dict[str, frozenset[int]]:
@@ -287,6 +294,7 @@ class ConsumerProtocol:
             member.previous_member_epoch = previous.previous_member_epoch
             member.assigned = {t: set(ps) for t, ps in previous.assigned.items()}
             member.pending_revocation = {t: set(ps) for t, ps in previous.pending_revocation.items()}
+            member.assignment_epochs = dict(previous.assignment_epochs)
             member.state = previous.state
             previous.cancel_timers()
             del group.members[previous.member_id]
@@ -394,6 +402,7 @@ class ConsumerProtocol:
             if owned is None or _intersect(owned, member.pending_revocation):
                 return
             member.pending_revocation = {}
+            _keep_epochs(member)
             if member.rebalance_timer is not None:
                 member.rebalance_timer.cancel()
                 member.rebalance_timer = None
@@ -404,6 +413,7 @@ class ConsumerProtocol:
         if revoke:
             member.assigned = _intersect(member.assigned, target)
             member.pending_revocation = revoke
+            _keep_epochs(member)
             member.state = MemberState.UNREVOKED_PARTITIONS
             if member.rebalance_timer is not None:
                 member.rebalance_timer.cancel()
@@ -415,13 +425,20 @@ class ConsumerProtocol:
         taken = self._owned_by_others(group, member)
         free = _minus(wanted, taken)
         member.assigned = _union(member.assigned, free)
+        for t, ps in free.items():
+            for p in ps:
+                member.assignment_epochs[(t, p)] = group.assignment_epoch
         if member.member_epoch != group.assignment_epoch:
             member.previous_member_epoch = member.member_epoch
             member.member_epoch = group.assignment_epoch
         member.state = MemberState.UNRELEASED_PARTITIONS if _minus(wanted, free) else MemberState.STABLE
 
     # --- offsets and describe ---------------------------------------------------------------------
-    def validate_commit(self, group: ConsumerGroup, member_id: str, epoch: int, instance_id: str | None) -> None:
+    def validate_commit(self, group: ConsumerGroup, member_id: str, epoch: int, instance_id: str | None,
+                        partitions: Iterable[tuple[str, int]] = ()) -> None:
+        """Kafka 4.3's rule (KIP-1251): the current member epoch commits anything; an older one
+        only partitions the member still holds that were assigned to it at or before that epoch
+        (a commit racing the heartbeat that bumped the epoch is not a zombie's)."""
         if epoch < 0 and not member_id:
             if group.is_empty:
                 return
@@ -429,9 +446,22 @@ class ConsumerProtocol:
         member = group.members.get(member_id)
         if member is None:
             raise KafkaError(ErrorCode.unknown_member_id, f"Member {member_id} is not in group {group.group_id}.")
-        if epoch != member.member_epoch:
+        if epoch == member.member_epoch:
+            return
+        if epoch > member.member_epoch:
             raise KafkaError(ErrorCode.stale_member_epoch,
-                             f"The member epoch {epoch} is not the current one ({member.member_epoch}).")
+                             f"Received member epoch {epoch} is newer than current member epoch {member.member_epoch}.")
+        topics = self.coord.image.topics_by_name
+        for name, p in partitions:
+            t = topics.get(name)
+            assigned_at = member.assignment_epochs.get((t.topic_id, p)) if t is not None else None
+            if assigned_at is None:
+                raise KafkaError(ErrorCode.stale_member_epoch,
+                                 f"Partition {name}-{p} is not assigned or pending revocation for member.")
+            if epoch < assigned_at:
+                raise KafkaError(ErrorCode.stale_member_epoch,
+                                 f"Received member epoch {epoch} is older than assignment epoch {assigned_at} "
+                                 f"for partition {name}-{p}.")
 
     def validate_fetch(self, group: ConsumerGroup, member_id: str, epoch: int) -> None:
         member = group.members.get(member_id)

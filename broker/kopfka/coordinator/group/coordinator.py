@@ -424,7 +424,8 @@ class GroupCoordinator:
             raise KafkaError(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
         if isinstance(group, ConsumerGroup):
             try:
-                self.consumer.validate_commit(group, member_id, generation, instance_id)
+                self.consumer.validate_commit(group, member_id, generation, instance_id,
+                                              [(topic, p) for topic, p, *_ in offsets])
             except KafkaError as exc:
                 if producer is None or exc.code != ErrorCode.stale_member_epoch:
                     raise

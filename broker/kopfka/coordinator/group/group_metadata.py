@@ -207,6 +207,10 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    # KIP-1251: the member epoch at which each assigned (or pending-revocation) partition was
+    # given to the member; a commit with an older member epoch is accepted for the partitions
+    # it already owned at that epoch
+    assignment_epochs: dict[tuple[str, int], int] = field(default_factory=dict)
     session_timer: asyncio.TimerHandle | None = None
     rebalance_timer: asyncio.TimerHandle | None = None
     left_static: bool = False
