@@ -49,5 +49,17 @@ def main(argv: list[str] | None = None) -> int:
     return int(args._run(args) or 0)
 
 
+def console_main() -> int:
+    """The `kopfka` console script and `python -m kopfka.cli.main`: a process of its own.
+
+    kio registers hypothesis strategies for its types at import whenever hypothesis is importable
+    (kio.static._phantom): ~0.2 s of CPU at every start of a node, spent on property-test support
+    a node never uses. Where hypothesis is installed (a test environment), this process does
+    without it."""
+    if "hypothesis" not in sys.modules:
+        sys.modules["hypothesis"] = None  # type: ignore[assignment]  # `import hypothesis` raises ImportError
+    return main()
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console_main())

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from aiohttp import web
 from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from kopfka.server.replication_trace import TRACE
+
+if TYPE_CHECKING:
+    from aiohttp import web
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +31,10 @@ class HealthServer:
         self.port: int | None = None
 
     async def start(self, host: str, port: int) -> None:
+        # imported here: aiohttp's import builds two default SSL contexts (~0.3 s of a start
+        # that has no HTTP listener)
+        from aiohttp import web
+
         app = web.Application()
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
@@ -45,19 +52,29 @@ class HealthServer:
         log.info("Health and metrics endpoint on http://%s:%s", host, self.port)
 
     async def _healthz(self, _: web.Request) -> web.Response:
+        from aiohttp import web
+
         return web.Response(text=self._state())
 
     async def _readyz(self, _: web.Request) -> web.Response:
+        from aiohttp import web
+
         return web.Response(status=200 if self._ready() else 503, text=self._state())
 
     async def _metrics(self, _: web.Request) -> web.Response:
+        from aiohttp import web
+
         return web.Response(body=generate_latest(REGISTRY), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def _replication_trace(self, _: web.Request) -> web.Response:
+        from aiohttp import web
+
         return web.json_response(TRACE.take())
 
     async def _forget_replication_trace(self, _: web.Request) -> web.Response:
         """Drop the stamps unread: encoding a warm-up's worth as JSON blocked the loop ~50 ms."""
+        from aiohttp import web
+
         return web.json_response({"node_id": TRACE.node_id, "forgotten": TRACE.forget()})
 
     async def stop(self) -> None:
