@@ -42,6 +42,9 @@ def test_recreated_topic_is_not_served_from_the_old_log(make_cluster: Any) -> No
     produce(c.bootstrap(), "phoenix", b"old-0", b"old-1", b"old-2")
 
     b1.kill()  # away while the topic is deleted and created again, on it again
+    # a client that last read Metadata from broker 1 holds it as the controller to send admin
+    # requests to (a KRaft broker names itself) until it next reads Metadata: ask through broker 0
+    admin = AdminClient({"bootstrap.servers": b0.address})
     admin.delete_topics(["phoenix"])["phoenix"].result(30)
     wait_until(lambda: "phoenix" not in admin.list_topics(timeout=10).topics, 30, "the deletion")
     admin.create_topics([NewTopic("phoenix", num_partitions=1, replica_assignment=[[b1.node_id]])])["phoenix"].result(
