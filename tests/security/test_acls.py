@@ -20,12 +20,16 @@ from clients import Security, produce_body, roundtrip
 from conftest import PASSWORD, Pki
 from kopfka.client.admin import Admin
 from kopfka.client.connection import KafkaConnection
+from kopfka.client.transactions import parse_describe_transactions
 from kopfka.protocol.errors import ErrorCode
 from kopfka.security.client import ClientSecurity
 from kopfka_process import KopfkaProcess, free_port, sasl_controller_listener
 from request_bodies import consumer_fetch_body
 
-USERS = {"admin": "admin-pw", "alice": "alice-pw", "bob": "bob-pw", "carol": "carol-pw"}
+# dave is only ever granted ALTER and DESCRIBE on the cluster, by test_cluster_alter_apis: no other
+# test may rely on a principal without them (alice gets both in test_cluster_apis, carol must not
+# get ALTER, which lets WriteTxnMarkers through)
+USERS = {"admin": "admin-pw", "alice": "alice-pw", "bob": "bob-pw", "carol": "carol-pw", "dave": "dave-pw"}
 JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
     + " ".join(f'user_{u}="{p}"' for u, p in USERS.items())
@@ -935,3 +939,266 @@ def test_share_group_apis(authz: Cluster) -> None:
     assert ErrorCode(run(authz, "alice", *state).results[0].partitions[0].error_code) == CAF
     share_key = (10, 6, {"key_type": 2, "coordinator_keys": [f"{group}:AAAAAAAAAAAAAAAAAAAAAA:0"]})
     assert ErrorCode(run(authz, "alice", *share_key).coordinators[0].error_code) == CAF
+
+
+# ---------------------------------------- the rest of the matrix (issue 17), as Kafka 4.3 checks it
+
+
+def grant(c: Cluster, principal: str, *args: str) -> None:
+    out = kacls(c, "--add", "--allow-principal", f"User:{principal}", *args)
+    assert out.returncode == 0, out.stderr
+
+
+def wait_for_coordinator(c: Cluster, user: str, key_type: int, key: str) -> None:
+    """FindCoordinator until the coordinator's internal topic is there and loaded."""
+    find = (10, 4, {"key_type": key_type, "coordinator_keys": [key]})
+    deadline = time.monotonic() + 30
+    while (code := ErrorCode(run(c, user, *find).coordinators[0].error_code)) in (
+        ErrorCode.coordinator_not_available,
+        ErrorCode.coordinator_load_in_progress,
+    ) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert code == ErrorCode.none
+
+
+def test_cluster_alter_apis(authz: Cluster) -> None:
+    """ElectLeaders, AlterReplicaLogDirs and UpdateFeatures need ALTER on the cluster: without,
+    CLUSTER_AUTHORIZATION_FAILED at the top and on each partition (ElectLeadersRequest's error
+    response), on each partition (AlterReplicaLogDirs) or at the top with no results
+    (UpdateFeatures). DescribeCluster on a broker needs no ACL: DESCRIBE only decides the
+    authorized-operations bits (0 without). On a controller (KIP-919) it needs ALTER, as Kafka's
+    ControllerApis.handleDescribeCluster: DESCRIBE is not enough."""
+    create_topic(authz, "elect-t")
+    log_dir = run(authz, "admin", 35, 4, {"topics": None}).results[0].log_dir
+    versions = run(authz, "admin", 18, 3, {"client_software_name": "t", "client_software_version": "1"})
+    mv = next(f.max_version_level for f in versions.finalized_features if f.name == "metadata.version")
+    elect = (
+        43,
+        2,
+        {"election_type": 0, "topic_partitions": [{"topic": "elect-t", "partitions": [0]}], "timeout": 10000},
+    )
+    move = (34, 2, {"dirs": [{"path": log_dir, "topics": [{"name": "elect-t", "partitions": [0]}]}]})
+    features = (
+        57,
+        1,
+        {
+            "timeout": 10000,
+            "validate_only": True,
+            "feature_updates": [{"feature": "metadata.version", "max_version_level": mv, "upgrade_type": 1}],
+        },
+    )
+    describe = (60, 1, {"include_cluster_authorized_operations": True, "endpoint_type": 1})
+
+    def elected() -> tuple[ErrorCode, list[tuple[str, int, ErrorCode]]]:
+        r = run(authz, "dave", *elect)
+        parts = [
+            (t.topic, p.partition_id, ErrorCode(p.error_code))
+            for t in r.replica_election_results
+            for p in t.partition_result
+        ]
+        return ErrorCode(r.error_code), parts
+
+    def moved() -> list[tuple[str, int, ErrorCode]]:
+        r = run(authz, "dave", *move)
+        return [(t.topic_name, p.partition_index, ErrorCode(p.error_code)) for t in r.results for p in t.partitions]
+
+    def controllers() -> Any:
+        async def go() -> Any:
+            conn = await KafkaConnection.open(f"127.0.0.1:{authz.controller}", security=sec("dave"))
+            try:
+                return await conn.request(60, 1, {"include_cluster_authorized_operations": False, "endpoint_type": 2})
+            finally:
+                await conn.close()
+
+        return asyncio.run(go())
+
+    assert elected() == (CAF, [("elect-t", 0, CAF)])
+    assert moved() == [("elect-t", 0, CAF)]
+    refused = run(authz, "dave", *features)
+    assert (ErrorCode(refused.error_code), refused.results) == (CAF, ())
+    d = run(authz, "dave", *describe)
+    assert ErrorCode(d.error_code) == ErrorCode.none and d.cluster_authorized_operations == 0
+    assert [b.broker_id for b in d.brokers] == [1]
+    assert ErrorCode(controllers().error_code) == CAF
+
+    grant(authz, "dave", "--cluster", "--operation", "Describe")
+    assert run(authz, "dave", *describe).cluster_authorized_operations == 1 << 8
+    assert ErrorCode(controllers().error_code) == CAF  # the controller wants ALTER
+    assert elected() == (CAF, [("elect-t", 0, CAF)])
+
+    grant(authz, "dave", "--cluster", "--operation", "Alter")
+    assert elected() == (ErrorCode.none, [("elect-t", 0, ErrorCode.election_not_needed)])  # the leader is preferred
+    assert moved() == [("elect-t", 0, ErrorCode.none)]  # already in that dir
+    ok = run(authz, "dave", *features)
+    assert ErrorCode(ok.error_code) == ErrorCode.none
+    assert [(f.feature, ErrorCode(f.error_code)) for f in ok.results] == [("metadata.version", ErrorCode.none)]
+    assert run(authz, "dave", *describe).cluster_authorized_operations == (1 << 7) | (1 << 8)  # ALTER implies DESCRIBE
+    voters = controllers()
+    assert ErrorCode(voters.error_code) == ErrorCode.none and [b.port for b in voters.brokers] == [authz.controller]
+
+
+def test_offset_delete_needs_group_delete_and_topic_read(authz: Cluster) -> None:
+    """OffsetDelete: without DELETE on the group, GROUP_AUTHORIZATION_FAILED for the request and no
+    topics (OffsetDeleteRequest's error response); then TOPIC_AUTHORIZATION_FAILED on each
+    partition of a topic without READ; with both, the committed offset is gone."""
+    create_topic(authz, "od-t")
+    wait_for_coordinator(authz, "admin", 0, "od-g")
+    commit = {
+        "group_id": "od-g",
+        "generation_id_or_member_epoch": -1,
+        "member_id": "",
+        "group_instance_id": None,
+        "topics": [
+            {
+                "name": "od-t",
+                "partitions": [
+                    {
+                        "partition_index": 0,
+                        "committed_offset": 5,
+                        "committed_leader_epoch": -1,
+                        "committed_metadata": "",
+                    }
+                ],
+            }
+        ],
+    }
+    assert ErrorCode(run(authz, "admin", 8, 9, commit).topics[0].partitions[0].error_code) == ErrorCode.none
+    fetch = {
+        "groups": [
+            {
+                "group_id": "od-g",
+                "member_id": None,
+                "member_epoch": -1,
+                "topics": [{"name": "od-t", "partition_indexes": [0]}],
+            }
+        ],
+        "require_stable": False,
+    }
+
+    def committed() -> int:
+        return int(run(authz, "admin", 9, 9, fetch).groups[0].topics[0].partitions[0].committed_offset)
+
+    delete = (47, 0, {"group_id": "od-g", "topics": [{"name": "od-t", "partitions": [{"partition_index": 0}]}]})
+
+    def deleted() -> tuple[ErrorCode, list[tuple[str, int, ErrorCode]]]:
+        r = run(authz, "alice", *delete)
+        parts = [(t.name, p.partition_index, ErrorCode(p.error_code)) for t in r.topics for p in t.partitions]
+        return ErrorCode(r.error_code), parts
+
+    assert deleted() == (GAF, [])
+    allow(authz, "--group", "od-g", "--operation", "Delete")
+    assert deleted() == (ErrorCode.none, [("od-t", 0, TAF)])
+    assert committed() == 5
+    allow(authz, "--topic", "od-t", "--operation", "Read")
+    assert deleted() == (ErrorCode.none, [("od-t", 0, ErrorCode.none)])
+    assert committed() == -1
+
+
+def test_transaction_admin_apis_need_transactional_id_describe(authz: Cluster) -> None:
+    """DescribeTransactions answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED for each id the principal
+    may not DESCRIBE and leaves out the topics it may not DESCRIBE; ListTransactions answers no
+    error but lists only the ids it may DESCRIBE."""
+    create_topic(authz, "dtx-t")
+    wait_for_coordinator(authz, "admin", 1, "dtx-a")
+    pids = {}
+    for tid in ("dtx-a", "dtx-b"):
+        init = {"transactional_id": tid, "transaction_timeout": 600000, "producer_id": -1, "producer_epoch": -1}
+        r = run(authz, "admin", 22, 4, init)
+        assert ErrorCode(r.error_code) == ErrorCode.none
+        pids[tid] = (r.producer_id, r.producer_epoch)
+    pid, epoch = pids["dtx-a"]
+    add = {
+        "v3_and_below_transactional_id": "dtx-a",
+        "v3_and_below_producer_id": pid,
+        "v3_and_below_producer_epoch": epoch,
+        "v3_and_below_topics": [{"name": "dtx-t", "partitions": [0]}],
+    }
+    added = run(authz, "admin", 24, 3, add).results_by_topic_v3_and_below[0].results_by_partition[0]
+    assert ErrorCode(added.partition_error_code) == ErrorCode.none
+    describe = (65, 0, {"transactional_ids": ["dtx-a", "dtx-b"]})
+    listing = (66, 1, {"state_filters": [], "producer_id_filters": [], "duration_filter": -1})
+
+    def described() -> list[tuple[str, ErrorCode, str, list[str]]]:
+        async def go() -> bytes:  # read by hand: kio refuses the -1 start time of a refused id
+            conn = await KafkaConnection.open(authz.sasl_addr, security=sec("alice"))
+            try:
+                return await conn.request_frame(*describe)
+            finally:
+                await conn.close()
+
+        return [
+            (d.transactional_id, d.error, d.state, sorted({t for t, _ in d.partitions}))
+            for d in parse_describe_transactions(asyncio.run(go()))
+        ]
+
+    def listed(user: str) -> set[str]:
+        r = run(authz, user, *listing)
+        assert ErrorCode(r.error_code) == ErrorCode.none
+        return {s.transactional_id for s in r.transaction_states if s.transactional_id.startswith("dtx-")}
+
+    TIAF = ErrorCode.transactional_id_authorization_failed
+    try:
+        assert described() == [("dtx-a", TIAF, "", []), ("dtx-b", TIAF, "", [])]
+        assert listed("alice") == set() and listed("admin") == {"dtx-a", "dtx-b"}
+        allow(authz, "--transactional-id", "dtx-a", "--operation", "Describe")
+        assert described() == [("dtx-a", ErrorCode.none, "Ongoing", []), ("dtx-b", TIAF, "", [])]
+        assert listed("alice") == {"dtx-a"}
+        allow(authz, "--topic", "dtx-t", "--operation", "Describe")
+        assert described()[0] == ("dtx-a", ErrorCode.none, "Ongoing", ["dtx-t"])
+    finally:
+        abort = {"transactional_id": "dtx-a", "producer_id": pid, "producer_epoch": epoch, "committed": False}
+        assert ErrorCode(run(authz, "admin", 26, 4, abort).error_code) == ErrorCode.none
+
+
+def test_consumer_group_heartbeat_and_describe(authz: Cluster) -> None:
+    """KIP-848 groups: ConsumerGroupHeartbeat needs READ on the group (GROUP_AUTHORIZATION_FAILED)
+    and DESCRIBE on every subscribed topic (TOPIC_AUTHORIZATION_FAILED); ConsumerGroupDescribe
+    needs DESCRIBE on the group, answers TOPIC_AUTHORIZATION_FAILED (and no members) for a group
+    whose assignments name a topic the principal may not describe, and fills in the group's
+    authorized operations when asked."""
+    create_topic(authz, "cg848-t")
+    group = "cg848"
+    hb = (
+        68,
+        1,
+        {
+            "group_id": group,
+            "member_id": "m-alice",
+            "member_epoch": 0,
+            "instance_id": None,
+            "rack_id": None,
+            "rebalance_timeout": 5000,
+            "subscribed_topic_names": ["cg848-t"],
+            "subscribed_topic_regex": None,
+            "server_assignor": None,
+            "topic_partitions": [],
+        },
+    )
+    describe = (69, 1, {"group_ids": [group], "include_authorized_operations": True})
+
+    def heartbeat() -> Any:
+        return run(authz, "alice", *hb)
+
+    def described(user: str) -> Any:
+        (g,) = run(authz, user, *describe).groups
+        assert g.group_id == group
+        return g
+
+    assert ErrorCode(heartbeat().error_code) == GAF
+    assert ErrorCode(described("alice").error_code) == GAF
+    allow(authz, "--group", group, "--operation", "Read")
+    assert ErrorCode(heartbeat().error_code) == TAF  # may not describe the subscribed topic
+    allow(authz, "--topic", "cg848-t", "--operation", "Describe")
+    wait_for_coordinator(authz, "alice", 0, group)
+    joined = heartbeat()
+    assert (ErrorCode(joined.error_code), joined.member_epoch) == (ErrorCode.none, 1)
+    assert [list(t.partitions) for t in joined.assignment.topic_partitions] == [[0]]
+    g = described("alice")
+    assert ErrorCode(g.error_code) == ErrorCode.none and [m.member_id for m in g.members] == ["m-alice"]
+    assert [t.topic_name for t in g.members[0].assignment.topic_partitions] == ["cg848-t"]
+    assert g.authorized_operations == (1 << 3) | (1 << 8)  # READ and the DESCRIBE it implies
+    assert ErrorCode(described("bob").error_code) == GAF
+    grant(authz, "bob", "--group", group, "--operation", "Describe")
+    g = described("bob")  # the group, but not the topic its member is assigned
+    assert (ErrorCode(g.error_code), g.members) == (TAF, ())
+    assert g.error_message == "The group has described topic(s) that the client is not authorized to describe."

@@ -64,7 +64,7 @@ class ControllerServices:
 OPEN_CONTROLLER_APIS = {API_VERSIONS_KEY, 17, 36}
 CLIENT_CONTROLLER_APIS = {
     55: AclOperation.DESCRIBE,  # DescribeQuorum
-    60: AclOperation.DESCRIBE,  # DescribeCluster
+    60: AclOperation.ALTER,  # DescribeCluster: ALTER on a controller (Kafka's ControllerApis), not DESCRIBE
     57: AclOperation.ALTER,  # UpdateFeatures
     80: AclOperation.ALTER,  # AddRaftVoter
     81: AclOperation.ALTER,  # RemoveRaftVoter

@@ -289,9 +289,27 @@ def describe_modern_groups(
 async def handle_consumer_group_describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
     from kopfka.coordinator.group.group_metadata import ConsumerGroup
 
-    groups = describe_modern_groups(
-        ctx, req.group_ids, _check_consumer_protocol, ConsumerGroup, "consumer", lambda c, g: c.consumer.describe(g)
-    )
+    def describe(coord: Any, group: Any) -> dict[str, Any]:
+        described: dict[str, Any] = coord.consumer.describe(group)
+        # as Kafka 4.3: a group whose members' current or target assignment names a topic the
+        # principal may not describe is TOPIC_AUTHORIZATION_FAILED, without its members
+        topics = {
+            tp["topic_name"]
+            for m in described["members"]
+            for key in ("assignment", "target_assignment")
+            for tp in m[key]["topic_partitions"]
+            if tp["topic_name"]  # "" for a topic deleted since
+        }
+        if topics and len(authorized_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topics)) < len(topics):
+            raise KafkaError(
+                ErrorCode.topic_authorization_failed,
+                "The group has described topic(s) that the client is not authorized to describe.",
+            )
+        if getattr(req, "include_authorized_operations", False):
+            described["authorized_operations"] = authorized_operations(ctx, ResourceType.GROUP, group.group_id)
+        return described
+
+    groups = describe_modern_groups(ctx, req.group_ids, _check_consumer_protocol, ConsumerGroup, "consumer", describe)
     return {"throttle_time": 0, "groups": groups}
 
 
@@ -491,20 +509,22 @@ async def handle_offset_fetch(ctx: RequestContext, req: Any) -> dict[str, Any]:
 
 @api(47)
 async def handle_offset_delete(ctx: RequestContext, req: Any) -> dict[str, Any]:
-    may_read = authorized_names(ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in req.topics))
-    tps = [(t.name, p.partition_index) for t in req.topics for p in t.partitions if t.name in may_read]
-    results: dict[tuple[str, int], ErrorCode] = {
-        (t.name, p.partition_index): ErrorCode.topic_authorization_failed
-        for t in req.topics if t.name not in may_read for p in t.partitions
-    }
+    """DELETE on the group first, then READ on each topic (TOPIC_AUTHORIZATION_FAILED for its
+    partitions). A request-level error answers no topics, as Kafka's OffsetDeleteRequest error
+    response (and its response builder's merge of a coordinator error) does."""
     try:
         _group_access(ctx, AclOperation.DELETE, req.group_id)
+        may_read = authorized_names(ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in req.topics))
+        tps = [(t.name, p.partition_index) for t in req.topics for p in t.partitions if t.name in may_read]
+        results: dict[tuple[str, int], ErrorCode] = {
+            (t.name, p.partition_index): ErrorCode.topic_authorization_failed
+            for t in req.topics if t.name not in may_read for p in t.partitions
+        }
         results.update(await _coordinator(ctx).delete_offsets(req.group_id, tps))
-        error = ErrorCode.none
     except KafkaError as exc:
-        results, error = {}, exc.code
+        return {"error_code": exc.code, "throttle_time": 0, "topics": []}
     return {
-        "error_code": error,
+        "error_code": ErrorCode.none,
         "throttle_time": 0,
         "topics": [
             {
