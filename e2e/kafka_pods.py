@@ -12,8 +12,14 @@ from kube_env import REPO, Kube, condition, wait_for
 
 def cluster_ready(kube: Kube, name: str, namespace: str, timeout: float = 420) -> dict[str, Any]:
     def ready() -> dict[str, Any] | None:
+        # Ready for the current generation: right after a change the status still says Ready for
+        # the previous one (e.g. 3 of 3 brokers just after `kubectl scale --replicas=4`)
         obj = kube.get("kafkacluster", name, namespace)
-        return obj if condition(obj, "Ready").get("status") == "True" else None
+        if obj is None or condition(obj, "Ready").get("status") != "True":
+            return None
+        generation = obj["metadata"].get("generation")
+        current = (obj.get("status") or {}).get("observedGeneration") == generation
+        return obj if current and condition(obj, "Ready").get("observedGeneration") == generation else None
 
     try:
         return wait_for(f"KafkaCluster {namespace}/{name} Ready", ready, timeout, interval=2)
