@@ -15,11 +15,11 @@ def cluster_ready(kube: Kube, name: str, namespace: str, timeout: float = 420) -
         # Ready for the current generation: right after a change the status still says Ready for
         # the previous one (e.g. 3 of 3 brokers just after `kubectl scale --replicas=4`)
         obj = kube.get("kafkacluster", name, namespace)
-        if obj is None or condition(obj, "Ready").get("status") != "True":
+        if obj is None:
             return None
-        generation = obj["metadata"].get("generation")
-        current = (obj.get("status") or {}).get("observedGeneration") == generation
-        return obj if current and condition(obj, "Ready").get("observedGeneration") == generation else None
+        ready, generation = condition(obj, "Ready"), obj["metadata"].get("generation")
+        current = (obj.get("status") or {}).get("observedGeneration") == ready.get("observedGeneration") == generation
+        return obj if current and ready.get("status") == "True" else None
 
     try:
         return wait_for(f"KafkaCluster {namespace}/{name} Ready", ready, timeout, interval=2)
