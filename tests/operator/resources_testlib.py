@@ -15,7 +15,7 @@ from kopfka_operator.handlers import configure_settings
 from kopfka_operator.kube import KubeApi
 from kopfka_operator.resource_handlers import ResourceConfig, register_topics
 from kopfka_operator.security.credentials import OperatorCredentials
-from operator_testlib import running_kopf
+from operator_testlib import eventually, running_kopf
 
 NS = "kafka"
 TOPIC, BROKER = 2, 4
@@ -120,6 +120,17 @@ async def condition_is(api: KubeApi, kind: str, name: str, type_: str, value: st
 async def events_of(api: KubeApi, name: str) -> list[dict[str, Any]]:
     events = await api.list("Event", NS, "")
     return [e for e in events if (e.get("involvedObject") or {}).get("name") == name]
+
+
+async def events_with_reason(api: KubeApi, name: str, reason: str, timeout: float = 15.0) -> list[dict[str, Any]]:
+    """The object's events of one reason, once there is one: kopf posts events from a background
+    task, so an event can land after the change that caused it is already visible."""
+
+    async def found() -> list[dict[str, Any]]:
+        return [e for e in await events_of(api, name) if e["reason"] == reason]
+
+    result: list[dict[str, Any]] = await eventually(found, timeout=timeout)
+    return result
 
 
 @contextlib.asynccontextmanager

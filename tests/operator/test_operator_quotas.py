@@ -18,6 +18,7 @@ from resources_testlib import (
     cond,
     condition_is,
     events_of,
+    events_with_reason,
     kube_api,
     quota_obj,
     resolver,
@@ -107,7 +108,7 @@ async def test_update_drift_and_delete_of_exactly_its_keys(kopfka: Any, api: Kub
     async with admin_of(bs) as admin:
         await alter_client_quotas(admin, [("user", "bob")], {"producer_byte_rate": 5})
     await eventually(lambda: _quotas_are(bs, {bob: {"consumer_byte_rate": 999.0, "producer_byte_rate": 2000.0}}))
-    drift = [e for e in await events_of(api, "bob") if e["reason"] == "Drift"]
+    drift = await events_with_reason(api, "bob", "Drift")
     assert drift and "producerByteRate 5 (spec 2000)" in drift[0]["message"]
     async with admin_of(bs) as admin:
         await alter_client_quotas(admin, [("user", "bob")], remove=["producer_byte_rate"])
@@ -138,7 +139,7 @@ async def test_a_conflict_is_reported_on_the_newer_resource_not_fought_over(
     assert f"producerByteRate of client-id=carol is set by Quota {NS}/older" in cond(obj, "Ready")["message"]
     assert obj["status"]["applied"] == {"consumerByteRate": 300}  # its key without a conflict
     assert await quotas(bs) == {carol: {"producer_byte_rate": 100.0, "consumer_byte_rate": 300.0}}
-    conflicts = [e for e in await events_of(api, "newer") if e["reason"] == "Conflict"]
+    conflicts = await events_with_reason(api, "newer", "Conflict")
     assert len(conflicts) == 1 and conflicts[0]["type"] == "Warning"
     assert cond(await api.get("Quota", NS, "older"), "Ready")["status"] == "True"
 

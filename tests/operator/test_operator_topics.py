@@ -28,7 +28,7 @@ from resources_testlib import (
     cluster_obj,
     cond,
     condition_is,
-    events_of,
+    events_with_reason,
     kube_api,
     overrides,
     partitions_of,
@@ -126,7 +126,7 @@ async def test_refusals_leave_the_topic_as_it_was_without_a_retry_loop(
     assert obj["status"]["config"] == {"retention.ms": "1000"}  # what Kafka holds
     assert len(await partitions_of(bs, "stable") or []) == 4
     assert await overrides(bs, "stable") == {"retention.ms": "1000"}
-    warnings = [e for e in await events_of(api, "stable") if e["reason"] == "InvalidConfig"]
+    warnings = await events_with_reason(api, "stable", "InvalidConfig")
     assert warnings and warnings[0]["type"] == "Warning"
 
     # No hot retry loop: nothing is written while the spec stays refused.
@@ -180,7 +180,7 @@ async def test_an_existing_topic_is_adopted_and_brought_to_the_spec(
     assert obj["status"]["topicId"] == uuids.to_str(topic_id)
     assert obj["status"]["partitions"] == 3
     assert await overrides(bs, "legacy") == {"retention.ms": "5000"}  # segment.ms was not in the spec
-    assert any(e["reason"] == "Adopted" for e in await events_of(api, "legacy"))
+    assert await events_with_reason(api, "legacy", "Adopted")
     # Deleting the resource deletes the adopted topic (no retain annotation).
     await api.delete("Topic", NS, "legacy")
     await eventually(lambda: gone(api, "legacy"))
@@ -216,7 +216,7 @@ async def test_drift_is_put_back_on_resync_and_reported(k8s: Any, kopfka_shared:
                 TOPIC, "drifting", [("retention.ms", 0, "77"), ("cleanup.policy", 0, "compact")]
             )
         await eventually(lambda: _overrides_are(bs, "drifting", {"retention.ms": "1000"}), timeout=15)
-        drift = await eventually(lambda: _events(api, "drifting", "Drift"))
+        drift = await events_with_reason(api, "drifting", "Drift")
         assert drift[0]["type"] == "Warning"
         assert "retention.ms=77 (spec 1000)" in drift[0]["message"]
         assert "cleanup.policy=compact (not in spec)" in drift[0]["message"]
@@ -234,10 +234,6 @@ async def test_drift_is_put_back_on_resync_and_reported(k8s: Any, kopfka_shared:
 
 async def _overrides_are(bs: str, topic: str, wanted: dict[str, str]) -> bool:
     return await overrides(bs, topic) == wanted
-
-
-async def _events(api: KubeApi, name: str, reason: str) -> list[dict[str, Any]]:
-    return [e for e in await events_of(api, name) if e["reason"] == reason]
 
 
 async def _new_id(api: KubeApi, name: str, old_id: str) -> Any:
@@ -383,7 +379,7 @@ async def test_replication_factor_change_is_a_throttled_reassignment(
         assert await _dynamic_configs(bs, TOPIC, "moving") == {}  # throttles off again
         for b in ("0", "1", "2"):
             assert await _dynamic_configs(bs, BROKER, b) == {}
-        assert any(e["reason"] == "ReassignmentDone" for e in await events_of(api, "moving"))
+        assert await events_with_reason(api, "moving", "ReassignmentDone")
 
         # Down to 2: one replica of each partition goes, the preferred leader stays.
         before = await partitions_of(bs, "moving") or []

@@ -29,7 +29,7 @@ from kopfka_operator.security import certificates, pki
 from kopfka_operator.security.credentials import OperatorCredentials
 from kopfka_operator.spec import parse_spec
 from operator_testlib import eventually
-from resources_testlib import condition_is, events_of
+from resources_testlib import condition_is, events_with_reason
 from resources_testlib import running_operator as resources_running_operator
 from security_testlib import CLUSTER, NS, SECURED_SPEC, SecuredNode, start_secured_node
 
@@ -182,7 +182,7 @@ async def test_scram_user_authenticates_and_is_held_to_its_acls(
             return any(a.operation == AclOperation.WRITE for a in await principal_acls(api, node, "User:alice"))
 
         await eventually(write_back, timeout=30, interval=0.5)
-        assert any(e["reason"] == "Drift" for e in await events_of(api, "alice"))
+        assert await events_with_reason(api, "alice", "Drift")
         # and so is a deleted credential (with the password of the Secret: alice logs in again)
         async with operator_admin(api, node) as admin:
             await alter_user_scram_credentials(admin, delete=[("alice", "SCRAM-SHA-512")])
