@@ -12,6 +12,7 @@ import java.util.TreeSet;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicReference;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AlterConfigOp;
@@ -190,6 +191,7 @@ public class ClientProbe {
         List<String> duplicates = Collections.synchronizedList(new ArrayList<>());
         Map<Integer, Set<Integer>> assignments = new ConcurrentHashMap<>();
         AtomicBoolean done = new AtomicBoolean();
+        AtomicReference<Map<Integer, Set<Integer>>> settledAt = new AtomicReference<>();
         List<Thread> threads = new ArrayList<>();
         List<String> errors = Collections.synchronizedList(new ArrayList<>());
         for (int c = 0; c < k; c++) {
@@ -216,7 +218,13 @@ public class ClientProbe {
                         assignments.put(id, parts);
                         consumer.commitSync();
                         int partitions = consumer.partitionsFor(topic).size();
-                        if (seen.size() >= n && settled(assignments, k, partitions)) done.set(true);
+                        // judged and reported on one copy: once a consumer stops, its leave hands
+                        // its partitions to the other, whose next pass would record all of them
+                        Map<Integer, Set<Integer>> now = new TreeMap<>(assignments);
+                        if (seen.size() >= n && settled(now, k, partitions)) {
+                            settledAt.compareAndSet(null, now);
+                            done.set(true);
+                        }
                     }
                 } catch (Exception e) {
                     errors.add(e.toString());
@@ -231,7 +239,8 @@ public class ClientProbe {
         out.put("duplicates", duplicates.size());
         out.put("errors", errors);
         Map<String, Object> asg = new TreeMap<>();
-        for (Map.Entry<Integer, Set<Integer>> e : assignments.entrySet()) asg.put(String.valueOf(e.getKey()), new ArrayList<>(e.getValue()));
+        Map<Integer, Set<Integer>> last = settledAt.get() != null ? settledAt.get() : assignments;
+        for (Map.Entry<Integer, Set<Integer>> e : last.entrySet()) asg.put(String.valueOf(e.getKey()), new ArrayList<>(e.getValue()));
         out.put("assignments", asg);
         List<String> values = new ArrayList<>(new TreeSet<>(seen.values()));
         out.put("values", values);
