@@ -168,8 +168,12 @@ async def test_scram_user_authenticates_and_is_held_to_its_acls(
         # the spec drops Describe: exactly that ACL goes; the foreign one stays
         await api.patch("User", NS, "alice", {"spec": {"authorization": {"acls": alice_acls(["Write"])}}})
         await eventually(lambda: condition_is(api, "User", "alice", "Ready", "True"), timeout=30)
-        ops = {a.operation for a in await principal_acls(api, node, "User:alice") if a.resource_type == 2}
-        assert ops == {AclOperation.WRITE}
+
+        async def only_write() -> bool:  # the broker answers once the deletion's metadata reached it
+            ops = {a.operation for a in await principal_acls(api, node, "User:alice") if a.resource_type == 2}
+            return ops == {AclOperation.WRITE}
+
+        await eventually(only_write, timeout=30, interval=0.5)
         assert foreign in await principal_acls(api, node, "User:alice")
 
         # drift: the Write ACL deleted behind the operator's back is put back by the resync
