@@ -89,6 +89,15 @@ def run_kafka_python(a: argparse.Namespace, ev: Events) -> None:
         except Exception as exc:
             ev.emit("commit_failed", error=repr(exc))
 
+    # Work around a kafka-python 3.0.12 bug (also on its main branch as of 2026-08): when the
+    # leader joins before it knows the topic's partitions, it assigns nothing and rejoins once the
+    # metadata arrives. If a poll's timeout lapses while that second JoinGroup/SyncGroup is in flight,
+    # the leader's own assignment snapshot already matches the metadata, need_rejoin() turns False,
+    # and no later poll completes the join: the member owns nothing until its session expires.
+    # Seen in CI under load; the broker's answers were correct. Knowing the partitions before the
+    # first join avoids the metadata-change rejoin.
+    if not c.partitions_for_topic(a.topic):
+        raise SystemExit(f"topic {a.topic} has no partitions in the metadata")
     c.subscribe([a.topic], listener=Listener())
     while not STOP:
         for tp, msgs in c.poll(200).items():
