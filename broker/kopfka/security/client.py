@@ -29,7 +29,6 @@ from kopfka.security.listeners import (
     uses_sasl,
     uses_tls,
 )
-from kopfka.security.ssl_contexts import client_context
 
 if TYPE_CHECKING:
     from kopfka.config.server_config import KafkaConfig
@@ -56,7 +55,7 @@ class ClientSecurity:
     def for_listener(cls, cfg: KafkaConfig, listener: str, mechanism: str) -> ClientSecurity:
         s = ListenerSettings(cfg, listener)
         proto = s.protocol
-        ctx = client_context(s.get) if uses_tls(proto) else None
+        ctx = _tls_context(s.get) if uses_tls(proto) else None
         if not uses_sasl(proto):
             return cls(proto, ctx)
         mech = mechanism.upper()
@@ -101,7 +100,7 @@ class ClientSecurity:
             defn = SERVER_CONFIG.keys[key]
             return defn.parse(props[key]) if key in props else defn.default
 
-        ctx = client_context(get) if uses_tls(proto) else None
+        ctx = _tls_context(get) if uses_tls(proto) else None
         if not uses_sasl(proto):
             return cls(proto, ctx)
         mech = props.get("sasl.mechanism", "GSSAPI").strip().upper()
@@ -117,3 +116,10 @@ class ClientSecurity:
 
 
 PLAINTEXT_CLIENT = ClientSecurity()
+
+
+def _tls_context(get: Any) -> ssl.SSLContext:
+    """Imported here: cryptography costs ~0.1 s of every process start, and only TLS needs it."""
+    from kopfka.security.ssl_contexts import client_context
+
+    return client_context(get)

@@ -16,7 +16,6 @@ from kopfka.config.definitions import ConfigError
 from kopfka.security.jaas import parse as parse_jaas
 from kopfka.security.principal import SslPrincipalMapper
 from kopfka.security.scram import ScramCredential
-from kopfka.security.ssl_contexts import server_context
 
 if TYPE_CHECKING:
     from kopfka.config.server_config import KafkaConfig
@@ -174,6 +173,8 @@ def listener_security(cfg: KafkaConfig, name: str) -> ListenerSecurity:
     if uses_tls(proto):
         # KIP-684: on SASL_SSL only a listener-prefixed ssl.client.auth applies
         client_auth = s.get("ssl.client.auth") if proto == SSL or s.is_overridden("ssl.client.auth") else "none"
+        from kopfka.security.ssl_contexts import server_context  # cryptography: only TLS listeners pay its import
+
         sec.ssl_context = server_context(s.get, client_auth)
     if uses_sasl(proto):
         sec.mechanisms = tuple(s.enabled_mechanisms())

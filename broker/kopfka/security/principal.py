@@ -10,8 +10,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from cryptography import x509
-
 from kopfka.config.definitions import ConfigError
 
 USER_TYPE = "User"
@@ -119,6 +117,8 @@ class SslPrincipalMapper:
 
 def certificate_dn(der: bytes) -> str:
     """The subject DN of a DER certificate in RFC 2253 order (most specific RDN first)."""
+    from cryptography import x509  # here: a broker without TLS listeners never needs it
+
     return x509.load_der_x509_certificate(der).subject.rfc4514_string()
 
 
