@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,7 +17,7 @@ from kopfka_process import KopfkaProcess
 # the CPU: on two cores, a second test worker running beside them starves them (measured with
 # `-n 2` under load: byte-rate quotas at 0.59-0.74 of 1 MB/s, a 4 MB/s throttle at 2.4 MB/s, the
 # kopf lifecycle past its waits; two Java KIP-848 consumers that never settled their split within
-# 60 s). ./scripts/test runs the rest on two workers, then these alone.
+# 60 s). ./scripts/test runs the rest on three workers, then these alone.
 SERIAL_MODULES = {
     "tests/quotas/test_byte_rate_quotas.py",
     "tests/quotas/test_quota_admin_e2e.py",
@@ -30,11 +31,52 @@ SERIAL_MODULES = {
 }
 
 
+def _module_seconds() -> dict[str, float]:
+    """Measured worker-seconds per slow module (tests/module_seconds.txt)."""
+    table = Path(__file__).with_name("module_seconds.txt")
+    out = {}
+    for line in table.read_text().splitlines() if table.exists() else []:
+        if line.strip() and not line.startswith("#"):
+            secs, path = line.split()
+            out[path] = float(secs)
+    return out
+
+
+# Modules that share one session fixture too costly to start on every worker: the Spark session
+# (~30 s of JVM start). The workers are handed each group whole.
+WORKER_GROUPS = ("tests/spark/",)
+
+
+def work_unit(module: str) -> str:
+    """The unit of work a test worker is handed: its module, or the module's group."""
+    return next((group for group in WORKER_GROUPS if module.startswith(group)), module)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadfile`, with the modules of a WORKER_GROUPS entry kept on one worker."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class GroupedLoadFile(LoadFileScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid.split("::", 1)[0])
+
+    return GroupedLoadFile(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     root = Path(str(config.rootpath))
     for item in items:
         if item.path.relative_to(root).as_posix() in SERIAL_MODULES:
             item.add_marker(pytest.mark.serial)
+    # Slowest units of work first (a stable sort: a module's tests keep their order). With
+    # `--dist loadfile --no-loadscope-reorder` the workers take them in this order, so the long ones
+    # start early instead of one of them running alone at the end.
+    seconds: dict[str, float] = {}
+    for module, secs in _module_seconds().items():
+        seconds[work_unit(module)] = seconds.get(work_unit(module), 0.0) + secs
+    items.sort(key=lambda item: -seconds.get(work_unit(item.path.relative_to(root).as_posix()), 0.0))
 
 
 @pytest.fixture
