@@ -15,6 +15,9 @@ from kopfka.storage.fault_injection import CRASH_EXIT_CODE
 from tests.log.helpers import broker, crash_env, create_topic, produce, read_all, wait_for
 from tests.log.test_compaction import workload
 
+# The broker may crash under a producer that still holds records: they fail after 15 s instead of
+# the producer waiting out flush()'s 60 s (seen: 65 s for one test).
+CRASHING = {"message.timeout.ms": 15000}
 COMPACT = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01", "segment.bytes": str(1 << 20)}
 
 SWAP_STEPS = {
@@ -43,7 +46,7 @@ def test_crash_at_each_swap_step(tmp_path: Path, point: str) -> None:
         recs = workload(7, keys=200, versions=4)
         expected = dict(recs)
         try:
-            produce(proc.bootstrap, "c", recs)
+            produce(proc.bootstrap, "c", recs, extra=CRASHING)
         except AssertionError:
             pass  # the crash may hit while the last acks are in flight
         assert proc.proc is not None
@@ -75,7 +78,7 @@ def test_crash_during_retention(tmp_path: Path, point: str) -> None:
         create_topic(proc.bootstrap, "r", **{"retention.bytes": str(2 << 20), "segment.bytes": str(1 << 20)})
         values = [os.urandom(1000) for _ in range(5000)]
         try:
-            produce(proc.bootstrap, "r", [(b"%d" % i, v) for i, v in enumerate(values)])
+            produce(proc.bootstrap, "r", [(b"%d" % i, v) for i, v in enumerate(values)], extra=CRASHING)
         except AssertionError:
             pass
         assert proc.proc is not None
