@@ -74,7 +74,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # start early instead of one of them running alone at the end.
     seconds: dict[str, float] = {}
     for module, secs in _module_seconds().items():
-        seconds[work_unit(module)] = seconds.get(work_unit(module), 0.0) + secs
+        unit = work_unit(module)
+        seconds[unit] = seconds.get(unit, 0.0) + secs
     items.sort(key=lambda item: -seconds.get(work_unit(item.path.relative_to(root).as_posix()), 0.0))
 
 
