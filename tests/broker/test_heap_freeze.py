@@ -9,7 +9,7 @@ import re
 import time
 from pathlib import Path
 
-from kopfka.server.heap import freeze_startup_heap
+from kopfka.server.heap import freeze_startup_heap, pause_collection_for_startup
 from kopfka_process import KopfkaProcess
 
 
@@ -19,9 +19,12 @@ class _Node:
 
 
 def test_frozen_objects_leave_full_collections() -> None:
+    pause_collection_for_startup()  # as `kopfka serve` does before importing the broker
     startup = [_Node() for _ in range(20_000)]
     try:
+        assert not gc.isenabled()
         frozen = freeze_startup_heap()
+        assert gc.isenabled(), "the freeze turns the collector back on"
         assert frozen >= len(startup)
         walked = {id(o) for o in gc.get_objects(generation=2)}
         assert not any(id(n) in walked for n in startup[:100])
@@ -29,6 +32,7 @@ def test_frozen_objects_leave_full_collections() -> None:
         assert gc.is_tracked(later) and any(o is later for o in gc.get_objects())
     finally:
         gc.unfreeze()
+        gc.enable()
 
 
 def test_a_started_broker_freezes_its_startup_heap(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from kopfka.protocol import record_codec as rc
 from kopfka.protocol.errors import CorruptRecordError
 from kopfka.protocol.records import read_header, rewrite_crc
 
-pytestmark = pytest.mark.skipif(rc._CRecordBatch is None, reason="aiokafka's C record parser is not installed")
+pytestmark = pytest.mark.skipif(rc._c_parser() is None, reason="aiokafka's C record parser is not installed")
 
 
 def _result(fn: Any, payload: bytes, count: int) -> Any:
@@ -228,7 +228,7 @@ from kopfka.config.log_config import LogConfig
 from kopfka.protocol import record_codec as rc
 from kopfka.protocol.errors import KafkaError
 from kopfka.storage.log_validator import validate_and_assign_offsets as validate_records
-assert rc._CRecordBatch is None
+assert rc._c_parser() is None
 cfg = LogConfig.defaults()
 good = rc.encode_batch([rc.Record(i, 1_700_000_000_000, b"k", b"v" * i) for i in range(10)])
 bad = bytearray(good[:-1])

@@ -110,6 +110,9 @@ def format_embedded(config: KafkaConfig) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from kopfka.server.heap import pause_collection_for_startup
+
+    pause_collection_for_startup()  # the started server collects once and freezes its startup heap
     logging.basicConfig(
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),
         format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)",

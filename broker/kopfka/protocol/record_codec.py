@@ -14,6 +14,7 @@ import logging
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from kopfka.protocol import compression
 from kopfka.protocol.errors import CorruptRecordError
@@ -309,10 +310,29 @@ class RecordScan:
 # 0x80, which it reads as a varint). Left over: a crafted record with such an attribute byte, or
 # an int32 varint longer than Kafka's 5 bytes, that the C parser reads consistently can be
 # accepted with other deltas than Kafka would see. No Kafka client writes either encoding.
-try:
-    from aiokafka.record._crecords.default_records import DefaultRecordBatch as _CRecordBatch
-except ImportError:  # pragma: no cover - the pure-Python walk below is the fallback
-    _CRecordBatch = None
+#
+# The parser is imported on first use, not with this module: importing it imports the whole
+# aiokafka package (~50 ms), which every node and CLI start paid before its first record batch.
+_UNLOADED: Any = object()
+_CRecordBatch: Any = _UNLOADED
+
+
+def _c_parser() -> Any:
+    """aiokafka's C batch class, or None (not installed, or failing the self-check)."""
+    global _CRecordBatch
+    if _CRecordBatch is _UNLOADED:
+        try:
+            from aiokafka.record._crecords.default_records import DefaultRecordBatch
+        except ImportError:  # pragma: no cover - the pure-Python walk below is the fallback
+            _CRecordBatch = None
+        else:
+            _CRecordBatch = DefaultRecordBatch
+            if not _c_parser_agrees():  # pragma: no cover - an aiokafka that changed under us
+                logging.getLogger(__name__).warning(
+                    "aiokafka's C record parser fails its self-check; using the Python walk"
+                )
+                _CRecordBatch = None
+    return _CRecordBatch
 
 _FAKE_HEADER = struct.Struct(">qiibIhiqqqhii")
 _TS_HIGH, _TS_LOW = 2**63, -(2**63)
@@ -328,7 +348,7 @@ def _walk_c(
     expected = base_off
     ts_min, ts_max = _TS_HIGH, _TS_LOW
     try:
-        for rec in _CRecordBatch(batch):
+        for rec in _c_parser()(batch):
             ts = rec.timestamp
             if ts < ts_min:
                 ts_min = ts
@@ -376,8 +396,6 @@ def _scan_records_c(payload: bytes | memoryview, count: int, collect_null_keys: 
 def _c_parser_agrees() -> bool:
     """Import-time check that the C parser still walks batches as this module expects: the
     same scan as the Python walk on a good batch, a rejection of a truncated one."""
-    if _CRecordBatch is None:
-        return False
     try:
         recs = [Record(i, 1000 + i % 3, None if i == 1 else b"k", b"v" * i, (("h", b"x"),)) for i in range(4)]
         good = bytes(encode_records(recs, base_offset=0, base_timestamp=1000))
@@ -399,7 +417,7 @@ def scan_batch_records(
     Returns None when the fast path does not apply (compressed or LogAppendTime batch, no C
     parser, or a batch the C parser rejects); callers then use `scan_records` over the
     (decompressed) payload, where Kafka's rules decide."""
-    if _CRecordBatch is None or header.compression or header.records_count <= 0:
+    if header.compression or header.records_count <= 0 or _c_parser() is None:
         return None
     if header.attributes & TIMESTAMP_TYPE_MASK:
         return None  # aiokafka reports maxTimestamp for every record of a LogAppendTime batch
@@ -417,7 +435,7 @@ def scan_records(payload: bytes | memoryview, count: int, *, collect_null_keys: 
     any framing error, including a count that does not match the bytes. The verdict is Kafka's
     (`scan_records_py`); the C parser only speeds up the common case of a good batch.
     """
-    if _CRecordBatch is not None and count > 0:
+    if count > 0 and _c_parser() is not None:
         try:
             return _scan_records_c(payload, count, collect_null_keys)
         except CorruptRecordError:
@@ -506,12 +524,6 @@ def scan_records_py(payload: bytes | memoryview, count: int, *, collect_null_key
     if pos != n:
         raise CorruptRecordError(message="record batch has trailing bytes after its records")
     return RecordScan(count, ts_min, ts_max, bad_offset, null_keys)
-
-
-if not _c_parser_agrees():  # pragma: no cover - an aiokafka that changed under us
-    if _CRecordBatch is not None:
-        logging.getLogger(__name__).warning("aiokafka's C record parser fails its self-check; using the Python walk")
-    _CRecordBatch = None
 
 
 def rebuild_batch(

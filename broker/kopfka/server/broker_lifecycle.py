@@ -133,8 +133,10 @@ class BrokerLifecycleManager:
         await self._unfenced.wait()
 
     def set_ready_to_unfence(self) -> None:
-        """Local state is loaded: stop asking to stay fenced (wantFence=false)."""
+        """Local state is loaded: stop asking to stay fenced (wantFence=false), in a heartbeat
+        sent now rather than at the next tick (Kafka's scheduleNextCommunicationImmediately)."""
         self.ready_to_unfence = True
+        self._wake.set()
 
     def propagate_directory_failure(self, directory_id: str) -> None:
         """A log dir failed: tell the controller in the next heartbeat, sent now. If the controller

@@ -32,11 +32,12 @@ from kopfka.server.broker_lifecycle import BrokerLifecycleManager, BrokerState
 from kopfka.server.broker_services import BrokerServices
 from kopfka.server.dynamic_config import DynamicBrokerConfig, broker_reconfigurables, read_local_dynamic_configs
 from kopfka.server.health import HealthServer
-from kopfka.server.heap import freeze_startup_heap
+from kopfka.server.heap import STARTUP_FREEZE_DELAY_S, freeze_startup_heap
 from kopfka.server.network import KafkaNetworkServer
 from kopfka.server.replica_manager import ReplicaManager
 from kopfka.server.replication_trace import TRACE
 from kopfka.server.scheduler import KafkaScheduler
+from kopfka.timeouts import wait_quietly
 
 log = logging.getLogger(__name__)
 
@@ -224,10 +225,14 @@ class KafkaServer:
             if starting.done():
                 stopping.cancel()
                 starting.result()  # StartupError propagates to `kopfka serve` (exit 1)
-                frozen = freeze_startup_heap()  # full collections no longer walk the startup heap
-                log.info(
-                    "[KafkaServer id=%d] %d startup objects frozen out of garbage collection", self.node_id, frozen
-                )
+                # full collections no longer walk the startup heap; the one collection before the
+                # freeze (~40 ms over it) comes a moment after the start, not before the first
+                # requests the new listeners receive
+                if not await wait_quietly(self._stopped.wait(), STARTUP_FREEZE_DELAY_S):
+                    frozen = freeze_startup_heap()
+                    log.info(
+                        "[KafkaServer id=%d] %d startup objects frozen out of garbage collection", self.node_id, frozen
+                    )
                 await self._stopped.wait()
             else:
                 log.info("[KafkaServer id=%d] signalled while starting up", self.node_id)

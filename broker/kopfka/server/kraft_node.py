@@ -210,7 +210,7 @@ async def _wait(cond: Any, what: str, timeout: float, node: KRaftNode) -> None:
             raise StartupError(node.raft.fatal_error)
         if time.monotonic() > deadline:
             raise StartupError(f"timed out after {timeout:.0f}s waiting for {what}")
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.005)
 
 
 async def _start_broker(server: KafkaServer, node: KRaftNode, cluster_id: str) -> None:
@@ -284,7 +284,7 @@ async def _start_broker(server: KafkaServer, node: KRaftNode, cluster_id: str) -
         if raft.fatal_error:
             registering.cancel()
             raise StartupError(raft.fatal_error)
-        await asyncio.sleep(0.02)
+        await asyncio.wait({registering}, timeout=0.02)  # back at once when registered
     try:
         registering.result()
     except RegistrationError as exc:

@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 RETRIABLE = {ErrorCode.not_controller, ErrorCode.request_timed_out}
+FIRST_RETRY_BACKOFF_S = 0.005
 
 
 def _errors_in(resp: Any) -> Iterable[ErrorCode]:
@@ -83,6 +84,9 @@ class RemoteController:
     ) -> Any:
         deadline = time.monotonic() + (timeout or self.timeout)
         last: str = "no active controller known"
+        # exponential backoff (KIP-580) from a short first wait: the usual miss is a controller a
+        # few ms from active (just elected, its log not yet claimed), e.g. a combined node's own
+        backoff = min(self.backoff, FIRST_RETRY_BACKOFF_S)
         while True:
             ep = self.raft.leader_endpoint() if self.raft.leader_id >= 0 else None
             if ep is None and self.raft.leader_id >= 0:
@@ -110,7 +114,8 @@ class RemoteController:
                         maybe_applied.append(last)  # the request may have been processed, the answer lost
             if time.monotonic() >= deadline:
                 raise KafkaError(ErrorCode.request_timed_out, f"controller request {api_key} timed out: {last}")
-            await asyncio.sleep(self.backoff)
+            await asyncio.sleep(backoff)
+            backoff = min(self.backoff, backoff * 2)
 
     async def update_features(
         self, updates: list[tuple[str, int, int]], *, validate_only: bool = False
