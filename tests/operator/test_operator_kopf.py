@@ -7,16 +7,19 @@ pods, the tests write those objects themselves through the API, as the controlle
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import copy
 import json
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import kopf
 import pytest
 from kopfka.client.admin import PartitionInfo, TopicInfo
 from kopfka.protocol.errors import ErrorCode
+from kopfka_operator import handlers
 from kopfka_operator.handlers import OperatorConfig, configure_settings, register
 from kopfka_operator.kube import KubeApi
 from kopfka_operator.reconcile import reconcile
@@ -423,7 +426,9 @@ async def _sts_with_claims(api: KubeApi, name: str, count: int) -> dict[str, Any
 
 
 @contextlib.asynccontextmanager
-async def _fast_timer_operator(k8s: Any, view: AdminKafkaView | None) -> AsyncIterator[None]:
+async def _fast_timer_operator(
+    k8s: Any, view: AdminKafkaView | None, resync_seconds: float = 3600
+) -> AsyncIterator[None]:
     """The operator with its roll timer ticking every 0.1 s, seeing the cluster through `view`."""
     registry = kopf.OperatorRegistry()
 
@@ -431,7 +436,7 @@ async def _fast_timer_operator(k8s: Any, view: AdminKafkaView | None) -> AsyncIt
         return kopf.ConnectionInfo(server=k8s.server_url)
 
     config = OperatorConfig(
-        default_image=IMAGE, resync_seconds=3600, roll_interval_seconds=0.1, kafka_view=lambda b, s: view
+        default_image=IMAGE, resync_seconds=resync_seconds, roll_interval_seconds=0.1, kafka_view=lambda b, s: view
     )
     register(registry, config, login=login)
     settings = kopf.OperatorSettings()
@@ -468,6 +473,48 @@ async def test_a_new_cluster_gets_one_cluster_id_while_the_timers_run(k8s: Any, 
             for n, ids in zip(names, await asyncio.gather(*(ids_of(n) for n in names)), strict=True):
                 seen[n] |= ids
         assert all(len(ids) == 1 for ids in seen.values()), seen
+
+
+async def test_one_cluster_s_handlers_and_timers_never_overlap(
+    k8s: Any, api: KubeApi, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The per-cluster lock itself. Reconcile (create and update handlers, the resync timer every
+    0.2 s) and the roll step (its timer every 0.1 s) are replaced by steps that only hold 50 ms
+    and count, and the spec is updated meanwhile: no two steps ever run at once for one cluster,
+    while two clusters do run side by side (the lock is per cluster, not the operator's)."""
+    inflight: collections.Counter[str] = collections.Counter()
+    peak: collections.Counter[str] = collections.Counter()
+    calls: collections.Counter[str] = collections.Counter()
+    across = [0]  # steps that saw the other cluster's step in flight
+
+    def held(kind: str) -> Callable[..., Awaitable[None]]:
+        async def step(*args: Any) -> None:
+            name = args[1]["metadata"]["name"]  # reconcile(api, body, image), roll_step(ctx, body)
+            inflight[name] += 1
+            peak[name] = max(peak[name], inflight[name])
+            calls[kind] += 1
+            try:
+                await asyncio.sleep(0.05)
+                across[0] += sum(1 for n in inflight.values() if n) > 1
+            finally:
+                inflight[name] -= 1
+
+        return step
+
+    monkeypatch.setattr(handlers, "reconcile", held("reconcile"))
+    monkeypatch.setattr(handlers, "roll_step", held("roll"))
+    async with _fast_timer_operator(k8s, None, resync_seconds=0.2):
+        for name in ("lock0", "lock1"):
+            await api.create(NS, cluster_body(name))
+        deadline, i = time.monotonic() + 60, 0
+        while (calls["reconcile"] < 20 or calls["roll"] < 20) and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)  # update handlers beside the timers' steps
+            i += 1
+            for name in ("lock0", "lock1"):
+                await api.patch("KafkaCluster", NS, name, {"spec": {"config": {"num.partitions": 6 + i}}})
+    assert calls["reconcile"] >= 20 and calls["roll"] >= 20, calls
+    assert dict(peak) == {"lock0": 1, "lock1": 1}, peak
+    assert across[0] > 0, "the two clusters never ran side by side"
 
 
 class _FailedDiskView(AdminKafkaView):
