@@ -14,16 +14,10 @@ from kopfka.cli.serve import embedded_defaults
 from kopfka.config.server_config import KafkaConfig
 from kopfka.coordinator.group import records as rec
 from kopfka.coordinator.group.assignors import MemberSpec, range_assign, uniform_assign
-from kopfka.coordinator.group.coordinator import (
-    OFFSETS_TOPIC,
-    GroupCoordinator,
-    Shard,
-    ShardState,
-    java_string_hashcode,
-    partition_for,
-)
+from kopfka.coordinator.group.coordinator import GroupCoordinator, Shard, ShardState
 from kopfka.coordinator.group.group_metadata import ClassicGroup
 from kopfka.coordinator.group.offsets import CommittedOffset, OffsetCache
+from kopfka.coordinator.keys import OFFSETS_TOPIC, java_string_hashcode, partition_for
 from kopfka.metadata.image import MetadataImage, PartitionRegistration, TopicImage
 from kopfka.protocol.errors import ErrorCode, KafkaError
 from kopfka.protocol.record_codec import decode_records

@@ -32,6 +32,13 @@ class MetadataPublisher(Protocol):
     def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None: ...
 
 
+def whole_image_delta(image: MetadataImage) -> MetadataDelta:
+    """The delta from an empty image to `image`: what a publisher that joins late is told first."""
+    delta = MetadataDelta(MetadataImage())
+    delta.replay_all(image.to_records())
+    return delta
+
+
 class MetadataLoader:
     def __init__(self, name: str = "loader") -> None:
         self.name = name
@@ -62,10 +69,8 @@ class MetadataLoader:
         """Add publishers; each is first brought up to date with the whole current image."""
         for p in publishers:
             if not self.image.is_empty():
-                delta = MetadataDelta(MetadataImage())
-                delta.replay_all(self.image.to_records())
                 try:
-                    p.on_metadata_update(delta, self.image)
+                    p.on_metadata_update(whole_image_delta(self.image), self.image)
                 except Exception as exc:  # Kafka's initial broker metadata load fault: fatal
                     self.apply_error_count += 1
                     log.error("Encountered initial broker metadata loading fault in %s", p.name, exc_info=exc)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kopfka.config.definitions import ConfigError
@@ -11,6 +11,7 @@ from kopfka.config.log_config import TOPIC_CONFIG, LogConfig, effective_log_conf
 from kopfka.config.server_config import KafkaConfig
 from kopfka.log.log_manager import LogManager
 from kopfka.metadata.loader import MetadataLoader
+from kopfka.server.coordinator_slots import CoordinatorSlot
 from kopfka.server.fetch_session import FetchSessionCache
 from kopfka.server.leader_discovery import enabled_in as leader_discovery_enabled
 from kopfka.server.producer_id_manager import ProducerIdManager
@@ -29,11 +30,9 @@ class BrokerServices:
     fetch_sessions: FetchSessionCache
     producer_ids: ProducerIdManager
     lifecycle: Any = None
-    group_coordinator: Any = None  # kopfka.coordinator.group (consumer groups, committed offsets)
-    txn_coordinator: Any = None  # kopfka.coordinator.transaction (transactional ids, markers)
-    share_coordinator: Any = None  # kopfka.coordinator.share (share-partition state, __share_group_state)
-    share_persister: Any = None  # kopfka.server.share.persister (reaches the share coordinator of a key)
-    share_partitions: Any = None  # kopfka.server.share (share-partition leaders: acquisition, acknowledgement)
+    # the coordinators, each built on first need (kopfka.server.coordinator_slots): see the
+    # properties below; `built(name)` reads one without building it
+    slots: dict[str, CoordinatorSlot] = field(default_factory=dict)
     txn_verifier: Any = None  # kopfka.server.txn_verification (KIP-890, partition leader side)
     inter_broker: Any = None  # kopfka.server.inter_broker.InterBrokerClient
     quota_manager: Any = None  # quotas and throttling (kopfka.quota.QuotaManagers)
@@ -42,6 +41,40 @@ class BrokerServices:
     authorizer: Any = None  # kopfka.security.authorizer.StandardAuthorizer, None without authorizer.class.name
     dynamic_config: Any = None  # kopfka.server.dynamic_config.DynamicBrokerConfig
     local_controller: Any = None  # this node's QuorumController in combined mode (its metrics), else None
+
+    def built(self, name: str) -> Any:
+        """The coordinator `name` if it was built, else None (never builds it)."""
+        slot = self.slots.get(name)
+        return slot.built if slot is not None else None
+
+    def _slot(self, name: str) -> Any:
+        slot = self.slots.get(name)
+        return slot.get() if slot is not None else None
+
+    @property
+    def group_coordinator(self) -> Any:
+        """kopfka.coordinator.group (consumer groups, committed offsets)."""
+        return self._slot("group_coordinator")
+
+    @property
+    def txn_coordinator(self) -> Any:
+        """kopfka.coordinator.transaction (transactional ids, markers)."""
+        return self._slot("txn_coordinator")
+
+    @property
+    def share_coordinator(self) -> Any:
+        """kopfka.coordinator.share (share-partition state, __share_group_state)."""
+        return self._slot("share_coordinator")
+
+    @property
+    def share_persister(self) -> Any:
+        """kopfka.server.share.persister (reaches the share coordinator of a key)."""
+        return self._slot("share_persister")
+
+    @property
+    def share_partitions(self) -> Any:
+        """kopfka.server.share (share-partition leaders: acquisition, acknowledgement)."""
+        return self._slot("share_partitions")
 
     @functools.cached_property
     def leader_discovery(self) -> bool:

@@ -30,6 +30,7 @@ from kopfka.security.client import ClientSecurity
 from kopfka.security.listeners import ListenerSecurity, listener_protocol, listener_security
 from kopfka.server.broker_lifecycle import BrokerLifecycleManager, BrokerState
 from kopfka.server.broker_services import BrokerServices
+from kopfka.server.coordinator_slots import CoordinatorSlot
 from kopfka.server.dynamic_config import DynamicBrokerConfig, broker_reconfigurables, read_local_dynamic_configs
 from kopfka.server.health import HealthServer
 from kopfka.server.heap import STARTUP_FREEZE_DELAY_S, freeze_startup_heap
@@ -58,6 +59,7 @@ class KafkaServer:
         self.loader: MetadataLoader | None = None
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
+        self.services: BrokerServices | None = None  # once the publishers are installed
         self.scheduler = KafkaScheduler(int(config["background.threads"]))
         # the broker's current config: server.properties overlaid by the dynamic broker configs
         self.dynamic_config = DynamicBrokerConfig(config)
@@ -141,6 +143,7 @@ class KafkaServer:
         caught-up image."""
         assert self.replica_manager is not None and self.log_manager is not None
         self.loader = loader
+        self.services = services
         # logs the image says this broker must not serve (deleted topics, moved replicas) become strays
         self.log_manager.rename_stray_logs(loader.image, self.node_id)
         self.replica_manager.start_replication(
@@ -155,30 +158,21 @@ class KafkaServer:
         loader.install_publishers([self.dynamic_config, self.replica_manager])
         if services.lifecycle is not None:  # reports its offset at once when a peer shuts down
             loader.install_publishers([services.lifecycle])
-        from kopfka.coordinator.group import GroupCoordinator  # consumer groups + offsets (after the replicas)
-
-        services.group_coordinator = GroupCoordinator(services)
-        self.group_coordinator = services.group_coordinator
-        loader.install_publishers([services.group_coordinator])
-        from kopfka.coordinator.transaction.coordinator import TransactionCoordinator
         from kopfka.server.inter_broker import InterBrokerClient
         from kopfka.server.txn_verification import TransactionVerifier
 
         services.inter_broker = InterBrokerClient(services, self.inter_broker_security)
         services.txn_verifier = TransactionVerifier(services)
-        services.txn_coordinator = TransactionCoordinator(services)
-        self.txn_coordinator = services.txn_coordinator
-        loader.install_publishers([services.txn_coordinator])
-        from kopfka.coordinator.share import ShareCoordinator  # share-partition state (KIP-932)
-        from kopfka.server.share.manager import SharePartitionManager
-        from kopfka.server.share.persister import ShareStatePersister
-
-        services.share_coordinator = ShareCoordinator(services)
-        self.share_coordinator = services.share_coordinator
-        services.share_persister = ShareStatePersister(services)
-        services.share_partitions = SharePartitionManager(services)  # share-partition leaders
-        self.share_partitions = services.share_partitions
-        loader.install_publishers([services.share_coordinator, services.share_partitions])
+        # the coordinators, each built on first need, in Kafka's order (after the replicas)
+        slots: list[CoordinatorSlot] = [
+            CoordinatorSlot("group_coordinator", lambda: _group_coordinator(services), loader, "__consumer_offsets"),
+            CoordinatorSlot("txn_coordinator", lambda: _txn_coordinator(services), loader, "__transaction_state"),
+            CoordinatorSlot("share_coordinator", lambda: _share_coordinator(services), loader, "__share_group_state"),
+            CoordinatorSlot("share_partitions", lambda: _share_partitions(services), loader),
+            CoordinatorSlot("share_persister", lambda: _share_persister(services), None),
+        ]
+        services.slots.update((s.name, s) for s in slots)
+        loader.install_publishers([*slots[:4]])
 
     async def shutdown(self) -> None:
         log.info("[KafkaServer id=%d] shutting down", self.node_id)
@@ -188,19 +182,14 @@ class KafkaServer:
             await self.network.close()
         if self.lifecycle is not None:
             await self.lifecycle.close()
-        group_coordinator = getattr(self, "group_coordinator", None)
-        if group_coordinator is not None:
-            group_coordinator.shutdown()
-        share_partitions = getattr(self, "share_partitions", None)
-        if share_partitions is not None:
-            share_partitions.shutdown()
-        share_coordinator = getattr(self, "share_coordinator", None)
-        if share_coordinator is not None:
-            share_coordinator.shutdown()
-        txn_coordinator = getattr(self, "txn_coordinator", None)
-        if txn_coordinator is not None:
-            txn_coordinator.shutdown()
-            await txn_coordinator.inter_broker.close()
+        services = self.services
+        if services is not None:
+            for name in ("group_coordinator", "share_partitions", "share_coordinator", "txn_coordinator"):
+                built = services.built(name)
+                if built is not None:
+                    built.shutdown()
+            if services.inter_broker is not None:
+                await services.inter_broker.close()
         if self.replica_manager is not None:
             self.replica_manager.shutdown()
         await self.scheduler.shutdown()
@@ -268,3 +257,33 @@ class KafkaServer:
             )
         logging.shutdown()
         os._exit(0)
+
+
+def _group_coordinator(services: BrokerServices) -> Any:
+    from kopfka.coordinator.group.coordinator import GroupCoordinator  # consumer groups + offsets
+
+    return GroupCoordinator(services)
+
+
+def _txn_coordinator(services: BrokerServices) -> Any:
+    from kopfka.coordinator.transaction.coordinator import TransactionCoordinator
+
+    return TransactionCoordinator(services)
+
+
+def _share_coordinator(services: BrokerServices) -> Any:
+    from kopfka.coordinator.share.coordinator import ShareCoordinator  # share-partition state (KIP-932)
+
+    return ShareCoordinator(services)
+
+
+def _share_partitions(services: BrokerServices) -> Any:
+    from kopfka.server.share.manager import SharePartitionManager  # share-partition leaders
+
+    return SharePartitionManager(services)
+
+
+def _share_persister(services: BrokerServices) -> Any:
+    from kopfka.server.share.persister import ShareStatePersister
+
+    return ShareStatePersister(services)

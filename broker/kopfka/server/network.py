@@ -211,7 +211,7 @@ class Connection(asyncio.BufferedProtocol):
             for t in list(self._deferred):
                 t.cancel()
             release_connection(self.server.services, self.listener_name, self.client_host)
-            share = getattr(self.server.services, "share_partitions", None)
+            share = self.server.services.built("share_partitions")
             if share is not None:  # the share sessions of this connection end with it (KIP-932)
                 share.on_disconnect(self)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kopfka.coordinator.group.coordinator import partition_for
+from kopfka.coordinator.keys import partition_for
 from kopfka.protocol.errors import ErrorCode, KafkaError
 
 TXN_TOPIC = "__transaction_state"

@@ -1,6 +1,4 @@
-"""The group coordinator: classic (JoinGroup/SyncGroup) and KIP-848 consumer groups, committed
-offsets, all persisted in the compacted `__consumer_offsets` topic and cached in memory."""
-
-from kopfka.coordinator.group.coordinator import GroupCoordinator
-
-__all__ = ["GroupCoordinator"]
+"""The group coordinator (`coordinator.GroupCoordinator`): classic (JoinGroup/SyncGroup) and
+KIP-848 consumer groups, committed offsets, all persisted in the compacted `__consumer_offsets`
+topic and cached in memory. The package imports nothing by itself: a broker builds the
+coordinator on first need (kopfka.server.coordinator_slots)."""

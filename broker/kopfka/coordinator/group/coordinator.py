@@ -35,30 +35,13 @@ from kopfka.coordinator.group.share_protocol import ShareProtocol
 from kopfka.coordinator.group.share_records import SHARE_RECORD_TYPES
 from kopfka.coordinator.group.txn_offsets import PendingTxnOffsets
 from kopfka.coordinator.internal_topic import coordinator_endpoint, ensure_topic, follow_leadership, replay_partition
+from kopfka.coordinator.keys import OFFSETS_TOPIC, partition_for
 from kopfka.coordinator.partition_writer import PartitionWriter
 from kopfka.metadata.image import MetadataDelta, MetadataImage
 from kopfka.protocol.errors import ErrorCode, KafkaError
 from kopfka.protocol.record_codec import CONTROL_COMMIT, control_record_type, decode_records
 
 log = logging.getLogger(__name__)
-
-OFFSETS_TOPIC = "__consumer_offsets"
-
-
-def java_string_hashcode(s: str) -> int:
-    """Java's String.hashCode over UTF-16 code units, as a signed 32-bit int."""
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def partition_for(group_id: str, num_partitions: int) -> int:
-    """Kafka's Utils.abs(groupId.hashCode) % numPartitions (abs(MIN_VALUE) is 0 there)."""
-    h = java_string_hashcode(group_id)
-    return (0 if h == -(1 << 31) else abs(h)) % num_partitions
-
 
 class ShardState(enum.Enum):
     LOADING = "loading"

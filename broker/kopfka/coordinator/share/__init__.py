@@ -1,5 +1,3 @@
-"""The share coordinator (KIP-932): share-partition state in `__share_group_state`."""
-
-from kopfka.coordinator.share.coordinator import SHARE_STATE_TOPIC, ShareCoordinator
-
-__all__ = ["SHARE_STATE_TOPIC", "ShareCoordinator"]
+"""The share coordinator (KIP-932, `coordinator.ShareCoordinator`): share-partition state in
+`__share_group_state`. The package imports nothing by itself: a broker builds the coordinator on
+first need (kopfka.server.coordinator_slots)."""

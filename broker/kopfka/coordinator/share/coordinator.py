@@ -34,8 +34,8 @@ from typing import Any
 
 from kopfka import uuids
 from kopfka.controller.quorum_controller import CreateTopicSpec
-from kopfka.coordinator.group.coordinator import partition_for
 from kopfka.coordinator.internal_topic import coordinator_endpoint, ensure_topic, follow_leadership, replay_partition
+from kopfka.coordinator.keys import partition_for
 from kopfka.coordinator.partition_writer import PartitionWriter
 from kopfka.coordinator.share import records as rec
 from kopfka.coordinator.share.records import StateBatch

@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from kopfka.coordinator.group.coordinator import partition_for
 from kopfka.coordinator.internal_topic import replay_partition
+from kopfka.coordinator.keys import partition_for
 from kopfka.coordinator.partition_writer import PartitionWriter
 from kopfka.coordinator.record_io import RecordFormatError
 from kopfka.coordinator.transaction import records as rec

@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 from kopfka import uuids
-from kopfka.coordinator.group.share_protocol import heartbeat_error, offsetless_topic
 from kopfka.metadata.features import share_groups_supported
 from kopfka.protocol.api_versions import EXTRA_APIS
 from kopfka.protocol.errors import ErrorCode, KafkaError
@@ -47,6 +46,8 @@ async def handle_share_group_heartbeat(ctx: RequestContext, req: Any) -> dict[st
             raise KafkaError(ErrorCode.topic_authorization_failed)
         coord = _coordinator(ctx)
     except KafkaError as exc:
+        from kopfka.coordinator.group.share_protocol import heartbeat_error  # the coordinator's, built on need
+
         return heartbeat_error(exc)
     return await coord.share.heartbeat(  # type: ignore[no-any-return]
         group_id=req.group_id,
@@ -81,6 +82,8 @@ async def handle_share_group_describe(ctx: RequestContext, req: Any) -> dict[str
 
 @api(DESCRIBE_OFFSETS)
 async def handle_describe_share_group_offsets(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    from kopfka.coordinator.group.share_protocol import offsetless_topic  # the coordinator's, built on need
+
     groups = []
     for g in req.groups:
         try:

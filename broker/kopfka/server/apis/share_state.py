@@ -5,15 +5,16 @@ in-process, kopfka.server.share.persister); like Kafka, they need CLUSTER_ACTION
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kopfka.coordinator.share.coordinator import PartitionResult
-from kopfka.coordinator.share.records import StateBatch
 from kopfka.protocol.api_versions import EXTRA_APIS
 from kopfka.protocol.errors import ErrorCode
 from kopfka.server.apis.registry import api
 from kopfka.server.auth_helper import AclOperation, authorize_cluster
 from kopfka.server.request_context import RequestContext
+
+if TYPE_CHECKING:  # the share coordinator's types: it is built on first need (coordinator_slots)
+    from kopfka.coordinator.share.coordinator import PartitionResult
 
 INITIALIZE, READ, WRITE, DELETE, READ_SUMMARY = 83, 84, 85, 86, 87
 EXTRA_APIS.update({INITIALIZE: (0, 0), READ: (0, 0), WRITE: (0, 1), DELETE: (0, 0), READ_SUMMARY: (0, 1)})
@@ -30,6 +31,8 @@ def _error_fields(result: PartitionResult) -> dict[str, Any]:
 
 async def _each(ctx: RequestContext, req: Any, call: Any, render: Any) -> dict[str, Any]:
     """Answer every (topic, partition) of the request: ClusterAction first, then the coordinator."""
+    from kopfka.coordinator.share.coordinator import PartitionResult
+
     coord = _coordinator(ctx)
     refused = not authorize_cluster(ctx, AclOperation.CLUSTER_ACTION)
     results = []
@@ -82,6 +85,8 @@ async def handle_read_share_group_state(ctx: RequestContext, req: Any) -> dict[s
 
 @api(WRITE)
 async def handle_write_share_group_state(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    from kopfka.coordinator.share.records import StateBatch
+
     def call(c: Any, g: str, tid: Any, p: Any) -> Any:
         return c.write_state(
             g,

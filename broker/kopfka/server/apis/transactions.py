@@ -15,7 +15,7 @@ import datetime
 import re
 from typing import Any
 
-from kopfka.coordinator.group.coordinator import OFFSETS_TOPIC, partition_for
+from kopfka.coordinator.keys import OFFSETS_TOPIC, partition_for
 from kopfka.protocol.api_versions import EXTRA_APIS
 from kopfka.protocol.errors import ErrorCode, KafkaError
 from kopfka.server.apis.registry import api
