@@ -11,7 +11,7 @@ from kopfka.config.log_config import TOPIC_CONFIG, LogConfig, effective_log_conf
 from kopfka.config.server_config import KafkaConfig
 from kopfka.log.log_manager import LogManager
 from kopfka.metadata.loader import MetadataLoader
-from kopfka.server.coordinator_slots import CoordinatorSlot
+from kopfka.server.coordinator_slots import CoordinatorProperty, CoordinatorSlot
 from kopfka.server.fetch_session import FetchSessionCache
 from kopfka.server.leader_discovery import enabled_in as leader_discovery_enabled
 from kopfka.server.producer_id_manager import ProducerIdManager
@@ -30,8 +30,8 @@ class BrokerServices:
     fetch_sessions: FetchSessionCache
     producer_ids: ProducerIdManager
     lifecycle: Any = None
-    # the coordinators, each built on first need (kopfka.server.coordinator_slots): see the
-    # properties below; `built(name)` reads one without building it
+    # the coordinators, each built on first need (kopfka.server.coordinator_slots): the
+    # CoordinatorProperty attributes below; `built(name)` reads one without building it
     slots: dict[str, CoordinatorSlot] = field(default_factory=dict)
     txn_verifier: Any = None  # kopfka.server.txn_verification (KIP-890, partition leader side)
     inter_broker: Any = None  # kopfka.server.inter_broker.InterBrokerClient
@@ -47,34 +47,11 @@ class BrokerServices:
         slot = self.slots.get(name)
         return slot.built if slot is not None else None
 
-    def _slot(self, name: str) -> Any:
-        slot = self.slots.get(name)
-        return slot.get() if slot is not None else None
-
-    @property
-    def group_coordinator(self) -> Any:
-        """kopfka.coordinator.group (consumer groups, committed offsets)."""
-        return self._slot("group_coordinator")
-
-    @property
-    def txn_coordinator(self) -> Any:
-        """kopfka.coordinator.transaction (transactional ids, markers)."""
-        return self._slot("txn_coordinator")
-
-    @property
-    def share_coordinator(self) -> Any:
-        """kopfka.coordinator.share (share-partition state, __share_group_state)."""
-        return self._slot("share_coordinator")
-
-    @property
-    def share_persister(self) -> Any:
-        """kopfka.server.share.persister (reaches the share coordinator of a key)."""
-        return self._slot("share_persister")
-
-    @property
-    def share_partitions(self) -> Any:
-        """kopfka.server.share (share-partition leaders: acquisition, acknowledgement)."""
-        return self._slot("share_partitions")
+    group_coordinator = CoordinatorProperty()  # kopfka.coordinator.group (consumer groups, committed offsets)
+    txn_coordinator = CoordinatorProperty()  # kopfka.coordinator.transaction (transactional ids, markers)
+    share_coordinator = CoordinatorProperty()  # kopfka.coordinator.share (share-partition state)
+    share_persister = CoordinatorProperty()  # kopfka.server.share.persister (reaches a key's share coordinator)
+    share_partitions = CoordinatorProperty()  # kopfka.server.share (share-partition leaders)
 
     @functools.cached_property
     def leader_discovery(self) -> bool:

@@ -55,4 +55,18 @@ class CoordinatorSlot:
                 raise
 
 
-__all__ = ["CoordinatorSlot"]
+class CoordinatorProperty:
+    """An attribute of BrokerServices that is the coordinator of the slot of the same name,
+    built on this first access; None where the broker has no such slot."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, services: Any, owner: type | None = None) -> Any:
+        if services is None:
+            return self
+        slot = services.slots.get(self.name)
+        return slot.get() if slot is not None else None
+
+
+__all__ = ["CoordinatorProperty", "CoordinatorSlot"]
