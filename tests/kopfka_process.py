@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import random
+import re
 import signal
 import socket
 import subprocess
@@ -10,11 +12,49 @@ import sys
 import time
 from pathlib import Path
 
+PORT_BLOCK_BASE, PORT_BLOCK_SIZE = 20_000, 1_500
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768
+
+
+def _port_block() -> range:
+    """This process's ports: each xdist worker has a block of its own below the kernel's ephemeral
+    range, so nothing in the suite that binds port 0 (an embedded node's controller listener, a
+    client socket) can take a port a broker of this test is restarting on. A broker's port used to
+    come from bind(0) too: on CI another test's embedded controller got it between a stop and the
+    restart, and the restarted broker's client found that controller."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    index = int(worker) if worker.isdigit() else 0
+    start = PORT_BLOCK_BASE + index * PORT_BLOCK_SIZE
+    return range(start, start + PORT_BLOCK_SIZE)
+
+
+_BLOCK = _port_block()
+_next = random.randrange(len(_BLOCK))  # processes of one worker walk the block from different points
+
 
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+    """A loopback port free now, from this worker's block (outside the ephemeral range)."""
+    global _next
+    if _BLOCK.stop > _ephemeral_low():  # a machine with a low ephemeral range: the kernel's pick
+        with socket.socket() as s:
+            s.bind((host, 0))
+            return int(s.getsockname()[1])
+    for _ in range(len(_BLOCK)):
+        port = _BLOCK[_next % len(_BLOCK)]
+        _next += 1
+        with socket.socket() as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {_BLOCK}")
 
 
 class KopfkaProcess:
@@ -53,18 +93,25 @@ class KopfkaProcess:
     def start(self, timeout: float = 30.0) -> KopfkaProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
+        earlier = self.log_path.stat().st_size  # the log is appended across restarts
         self.proc = subprocess.Popen(
             self.command(), stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"}
         )
+        ours = re.compile(rf"Listening on \S+:{self.port} ")  # this process bound the port, not another
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"kopfka exited with {self.proc.returncode}:\n{self.log_text()[-4000:]}")
             try:
                 with socket.create_connection((self.host, self.port), timeout=0.5):
-                    return self
+                    pass
+                with open(self.log_path, "rb") as f:
+                    f.seek(earlier)
+                    if ours.search(f.read().decode(errors="replace")):
+                        return self
             except OSError:
-                time.sleep(0.05)
+                pass
+            time.sleep(0.05)
         raise TimeoutError(f"kopfka did not listen on {self.bootstrap}:\n{self.log_text()[-4000:]}")
 
     def log_text(self) -> str:

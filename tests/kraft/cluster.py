@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,9 @@ from typing import Any
 
 from kopfka import uuids
 from kopfka.client.connection import KafkaConnection
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/: kopfka_process
+import kopfka_process
 
 FAST = {
     "broker.session.timeout.ms": "3000",
@@ -32,9 +34,8 @@ FAST = {
 
 
 def free_port(host: str) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+    """A port outside the kernel's ephemeral range, from this xdist worker's block."""
+    return kopfka_process.free_port(host)
 
 
 def wait_until(cond: Callable[[], Any], timeout: float, what: str, interval: float = 0.1) -> Any:
