@@ -128,9 +128,14 @@ def test_dirs_registered_cordoned_assigned_and_failed(tmp_path: Path) -> None:
         assert b0.alive, "a broker with a live dir left keeps running"
 
         # the operator's reading of it (status.logDirs.offline): broker 0, dir b, its partitions
+        # asked of broker 1, whose image can be a metadata fetch behind broker 0's
+        wanted = [OfflineDirs(0, (str(b),), tuple(f"placed-{pid}" for pid in on_b))]
+        wait_until(
+            lambda: run(read_offline_dirs(AdminKafkaView(b1.address)))[1] == wanted, 10, "broker 1 to report the dir"
+        )
         live, found = run(read_offline_dirs(AdminKafkaView(b1.address)))
         assert live == {0, 1}
-        assert found == [OfflineDirs(0, (str(b),), tuple(f"placed-{pid}" for pid in on_b))]
+        assert found == wanted
     finally:
         c.stop()
 
