@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from kopfka.client.connection import KafkaConnection
 from kopfka.coordinator.group.coordinator import partition_for
+from kopfka.protocol.errors import ErrorCode
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "replication"))
 
@@ -85,5 +86,134 @@ def test_leader_and_coordinator_killed_in_a_3_broker_cluster(tmp_path: Path, wor
         _kill_and_restart(c, txn_coordinator, worker, "mid 10", "mid 13")  # and of another
         worker.wait_done(300)
         audit(c.bootstrap(), N, 3, aborted_in_log=True)  # read_committed filters them on the new leaders
+    finally:
+        c.stop()
+
+
+VERIFYING = {
+    "offsets.topic.replication.factor": "1",
+    "transaction.state.log.num.partitions": "3",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "default.replication.factor": "1",
+    "min.insync.replicas": "1",
+}
+
+
+async def _coordinator(conn: KafkaConnection, key: str, key_type: int) -> int:
+    for _ in range(200):
+        found = (await conn.request(10, 4, {"key_type": key_type, "coordinator_keys": [key]})).coordinators[0]
+        if found.error_code == 0:
+            return int(found.node_id)
+        await asyncio.sleep(0.05)
+    raise TimeoutError(f"no coordinator for {key!r}")
+
+
+async def _txn_offset_commit(conn: KafkaConnection, tid: str, pid: int, epoch: int, offset: int) -> int:
+    body = {
+        "transactional_id": tid,
+        "group_id": GROUP,
+        "producer_id": pid,
+        "producer_epoch": epoch,
+        "generation_id": -1,
+        "member_id": "",
+        "group_instance_id": None,
+        "topics": [
+            {
+                "name": IN,
+                "partitions": [
+                    {
+                        "partition_index": 0,
+                        "committed_offset": offset,
+                        "committed_leader_epoch": -1,
+                        "committed_metadata": "",
+                    }
+                ],
+            }
+        ],
+    }
+    return int((await conn.request(28, 3, body)).topics[0].partitions[0].error_code)
+
+
+def test_txn_offset_commit_across_a_transaction_coordinator_restart(tmp_path: Path) -> None:
+    """The group coordinator verifies each TxnOffsetCommit with the transaction coordinator
+    (KIP-890) over a pooled inter-broker connection. After the transaction coordinator restarted,
+    that connection is dead: the next commit reconnects and succeeds. While the transaction
+    coordinator cannot be reached, the answer is COORDINATOR_LOAD_IN_PROGRESS (Kafka's, which
+    every client retries in place), never NETWORK_EXCEPTION, on which librdkafka aborts the
+    transaction."""
+    c = new_cluster(tmp_path / "cluster", 2, VERIFYING)
+    c.start()
+    try:
+        create_topic(c, IN, partitions=1, rf=1, configs={"min.insync.replicas": "1"})
+
+        async def connect(node_id: int) -> KafkaConnection:
+            return await KafkaConnection.open(broker(c, node_id).address)
+
+        async def begin() -> tuple[int, str, int, int]:
+            conn = await KafkaConnection.open(c.bootstrap().split(",")[0])
+            try:
+                g = await _coordinator(conn, GROUP, 0)
+                for tid in (f"tx-{i}" for i in range(100)):
+                    t = await _coordinator(conn, tid, 1)
+                    if t != g:
+                        break
+            finally:
+                await conn.close()
+            to_t = await connect(t)
+            try:
+                init = await to_t.request(22, 4, {"transactional_id": tid, "transaction_timeout": 60000})
+                assert init.error_code == 0, init
+                pid, epoch = int(init.producer_id), int(init.producer_epoch)
+                body = {"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch, "group_id": GROUP}
+                assert (await to_t.request(25, 3, body)).error_code == 0
+            finally:
+                await to_t.close()
+            to_g = await connect(g)
+            try:
+                assert await _txn_offset_commit(to_g, tid, pid, epoch, 1) == 0  # opens the pooled connection
+            finally:
+                await to_g.close()
+            return g, tid, pid, epoch
+
+        async def _wait_loaded(node_id: int, tid: str) -> None:
+            conn = await connect(node_id)
+            try:
+                for _ in range(200):
+                    state = (await conn.request(65, 0, {"transactional_ids": [tid]})).transaction_states[0]
+                    if state.error_code == 0 and state.transaction_state == "Ongoing":
+                        return
+                    await asyncio.sleep(0.05)
+                raise TimeoutError(f"{tid} never loaded on broker {node_id}")
+            finally:
+                await conn.close()
+
+        g, tid, pid, epoch = asyncio.run(begin())
+        (t,) = {0, 1} - {g}
+        victim = broker(c, t)
+        victim.kill()
+        victim.start()
+        victim.wait_ready(60)
+
+        async def after_restart() -> int:
+            conn = await connect(g)
+            try:
+                assert await _coordinator(conn, tid, 1) == t
+                await _wait_loaded(t, tid)
+                return await _txn_offset_commit(conn, tid, pid, epoch, 2)
+            finally:
+                await conn.close()
+
+        assert asyncio.run(after_restart()) == 0, "the group coordinator reconnected to the restarted broker"
+
+        async def coordinator_gone() -> int:
+            conn = await connect(g)
+            try:
+                victim.kill()  # its leadership outlives it until its session expires
+                return await _txn_offset_commit(conn, tid, pid, epoch, 3)
+            finally:
+                await conn.close()
+
+        assert asyncio.run(coordinator_gone()) == ErrorCode.coordinator_load_in_progress
     finally:
         c.stop()

@@ -179,6 +179,12 @@ class KafkaConnection:
             raise ConnectionError(f"correlation id mismatch: sent {corr}, got {got}")
         return frame
 
+    @property
+    def peer_closed(self) -> bool:
+        """The peer closed the connection or the transport is gone (a pooled connection to a
+        broker that restarted meanwhile): the next request on it could only fail."""
+        return self.writer.is_closing() or self.reader.at_eof()
+
     async def close(self) -> None:
         self.writer.close()
         try:

@@ -333,6 +333,11 @@ async def _verify_offsets_partition(ctx: RequestContext, req: Any, gc: Any) -> N
     code = codes.get(tp, ErrorCode.none)
     if code == ErrorCode.transaction_abortable and ctx.api_version < 5:
         code = ErrorCode.invalid_txn_state
+    elif code == ErrorCode.network_exception:
+        # the transaction coordinator could not be reached: Kafka's group coordinator answers
+        # COORDINATOR_LOAD_IN_PROGRESS, which every client retries in place, where NETWORK_EXCEPTION
+        # makes librdkafka abort the whole transaction
+        code = ErrorCode.coordinator_load_in_progress
     if code != ErrorCode.none:
         raise KafkaError(code, "the offsets partition is not part of the transaction")
 
