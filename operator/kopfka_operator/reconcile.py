@@ -135,12 +135,23 @@ async def _recreate_orphaning_pods(api: KubeApi, body: Manifest) -> None:
     await api.create(meta["namespace"], body)
 
 
-async def apply_child(api: KubeApi, desired: Manifest) -> tuple[str, str | None]:
+# ConfigMap keys no render takes back once written: a reconcile that read the cluster just before
+# the status handler marked the quorum formed renders the voters' ConfigMap without the mark, and
+# server-side apply would drop it (a wiped disk would then format with --initial-controllers).
+PERMANENT_KEYS = frozenset({QUORUM_FORMED_KEY})
+
+
+async def apply_child(api: KubeApi, desired: Manifest, attempts: int = 3) -> tuple[str, str | None]:
     """Create or update one child; returns (what happened, warning or None)."""
     meta = desired["metadata"]
     kind, ns, name = desired["kind"], meta["namespace"], meta["name"]
     body = copy.deepcopy(desired)
     existing = await api.get(kind, ns, name)
+    guarded = kind == "ConfigMap" and existing is not None
+    if guarded:
+        live = (existing or {}).get("data") or {}
+        data = body.setdefault("data", {})
+        data.update({k: live[k] for k in PERMANENT_KEYS if k in live and k not in data})
     digest = manifest_hash(body)
     body["metadata"].setdefault("annotations", {})[HASH_ANNOTATION] = digest
     if existing is None:
@@ -157,7 +168,14 @@ async def apply_child(api: KubeApi, desired: Manifest) -> tuple[str, str | None]
     annotations = (existing.get("metadata") or {}).get("annotations") or {}
     if annotations.get(HASH_ANNOTATION) == digest and contains(existing, body):
         return "unchanged", None
-    await api.apply(kind, ns, name, body, FIELD_MANAGER)
+    if guarded:  # written over what was read, or not at all: a mark written meanwhile is kept
+        body["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"]
+    try:
+        await api.apply(kind, ns, name, body, FIELD_MANAGER)
+    except ApiError as exc:
+        if guarded and exc.status == 409 and attempts > 1:
+            return await apply_child(api, desired, attempts - 1)
+        raise
     return "updated", None
 
 

@@ -537,3 +537,64 @@ async def test_a_failed_disk_is_reported_in_status_and_the_warning_condition(k8s
         assert entry["broker"] == 1
         assert entry["partitions"] == ["orders-1", "orders-3", "orders-5"] and entry["partitionCount"] == 3
         await eventually(lambda: _warning_says(api, "broker 1 has a log dir offline (3 partitions offline there)"))
+
+
+async def test_a_stale_render_never_takes_the_quorum_formed_mark_back(k8s: Any, api: KubeApi) -> None:
+    """The status handler marks the voters' ConfigMap when the quorum forms, outside the cluster's
+    lock; a reconcile that read the cluster just before renders the ConfigMap without the mark.
+    Its apply keeps the mark (server-side apply would drop it): at once when it reads the mark,
+    and by a resourceVersion conflict and a re-read when the mark lands between its read and
+    its write."""
+    from kopfka_operator.naming import QUORUM_FORMED_KEY
+    from kopfka_operator.reconcile import apply_child
+
+    def render(formed: bool) -> dict[str, Any]:
+        data = {"cluster.id": "AAAAAAAAAAAAAAAAAAAAAA", "initial.controllers": "1000@c-0:9093:x"}
+        if formed:
+            data[QUORUM_FORMED_KEY] = "true"
+        return {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "demo-controller-config", "namespace": NS},
+            "data": data,
+        }
+
+    async def data() -> dict[str, str]:
+        return dict((await get(api, "ConfigMap", "demo-controller-config"))["data"])
+
+    assert await apply_child(api, render(False)) == ("created", None)
+    assert await apply_child(api, render(True)) == ("updated", None)
+    writes = len(k8s.writes)
+    assert await apply_child(api, render(False)) == ("unchanged", None)
+    assert k8s.writes[writes:] == [] and (await data())[QUORUM_FORMED_KEY] == "true"
+
+    # the mark lands after a stale reconcile (which has another change to write) read the
+    # ConfigMap and before it writes: what it finally applies carries the mark
+    await api.delete("ConfigMap", NS, "demo-controller-config")
+    await apply_child(api, render(False))
+    before_mark = await get(api, "ConfigMap", "demo-controller-config")
+    changed = render(False)
+    changed["data"]["metadata.version"] = "4.1-IV0"
+    applied: list[dict[str, str]] = []
+
+    class MarkedAfterRead(KubeApi):
+        async def get(self, kind: str, namespace: str, name: str) -> Any:
+            if kind == "ConfigMap" and not marked:
+                marked.append(await apply_child(api, render(True)))
+                return before_mark
+            return await super().get(kind, namespace, name)
+
+        async def apply(self, kind: str, namespace: str, name: str, body: Any, field_manager: str) -> Any:
+            result = await super().apply(kind, namespace, name, body, field_manager)
+            applied.append(dict(body["data"]))
+            return result
+
+    marked: list[Any] = []
+    stale = MarkedAfterRead(kopf.ConnectionInfo(server=k8s.server_url))
+    try:
+        assert await apply_child(stale, changed) == ("updated", None)
+    finally:
+        await stale.close()
+    assert marked == [("updated", None)]
+    assert applied == [{**changed["data"], QUORUM_FORMED_KEY: "true"}], "server-side apply keeps only what is sent"
+    assert await data() == applied[0]
