@@ -165,14 +165,14 @@ async def _aiokafka_transactions(
         await p.stop()
 
 
-async def wait_for_coordinator(conn: Any, key: str, key_type: int = 1) -> None:
-    """FindCoordinator until answered: the first lookup creates the internal topic."""
+async def wait_for_coordinator(conn: Any, key: str, key_type: int = 1) -> int:
+    """FindCoordinator until answered (the first lookup creates the internal topic): its node id."""
     from kopfka.protocol.errors import ErrorCode
 
     for _ in range(100):
         c = (await conn.request(10, 4, {"key_type": key_type, "coordinator_keys": [key]})).coordinators[0]
         if c.error_code == ErrorCode.none:
-            return
+            return int(c.node_id)
         await asyncio.sleep(0.1)
     raise TimeoutError(f"no coordinator for {key}")
 

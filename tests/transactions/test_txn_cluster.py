@@ -32,6 +32,7 @@ from harness import broker, create_topic, describe, new_cluster, wait_full_isr
 
 from transactions.eos import GROUP, IN, OUT, Worker, audit, feed
 from transactions.helpers import wait_for_coordinator
+from transactions.raw import Txn
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -100,15 +101,6 @@ VERIFYING = {
 }
 
 
-async def _coordinator(conn: KafkaConnection, key: str, key_type: int) -> int:
-    for _ in range(200):
-        found = (await conn.request(10, 4, {"key_type": key_type, "coordinator_keys": [key]})).coordinators[0]
-        if found.error_code == 0:
-            return int(found.node_id)
-        await asyncio.sleep(0.05)
-    raise TimeoutError(f"no coordinator for {key!r}")
-
-
 async def _txn_offset_commit(conn: KafkaConnection, tid: str, pid: int, epoch: int, offset: int) -> int:
     body = {
         "transactional_id": tid,
@@ -153,16 +145,16 @@ def test_txn_offset_commit_across_a_transaction_coordinator_restart(tmp_path: Pa
         async def begin() -> tuple[int, str, int, int]:
             conn = await KafkaConnection.open(c.bootstrap().split(",")[0])
             try:
-                g = await _coordinator(conn, GROUP, 0)
+                g = await wait_for_coordinator(conn, GROUP, key_type=0)
                 for tid in (f"tx-{i}" for i in range(100)):
-                    t = await _coordinator(conn, tid, 1)
+                    t = await wait_for_coordinator(conn, tid)
                     if t != g:
                         break
             finally:
                 await conn.close()
             to_t = await connect(t)
             try:
-                init = await to_t.request(22, 4, {"transactional_id": tid, "transaction_timeout": 60000})
+                init = await Txn(to_t).init(tid)
                 assert init.error_code == 0, init
                 pid, epoch = int(init.producer_id), int(init.producer_epoch)
                 body = {"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch, "group_id": GROUP}
@@ -176,18 +168,6 @@ def test_txn_offset_commit_across_a_transaction_coordinator_restart(tmp_path: Pa
                 await to_g.close()
             return g, tid, pid, epoch
 
-        async def _wait_loaded(node_id: int, tid: str) -> None:
-            conn = await connect(node_id)
-            try:
-                for _ in range(200):
-                    state = (await conn.request(65, 0, {"transactional_ids": [tid]})).transaction_states[0]
-                    if state.error_code == 0 and state.transaction_state == "Ongoing":
-                        return
-                    await asyncio.sleep(0.05)
-                raise TimeoutError(f"{tid} never loaded on broker {node_id}")
-            finally:
-                await conn.close()
-
         g, tid, pid, epoch = asyncio.run(begin())
         (t,) = {0, 1} - {g}
         victim = broker(c, t)
@@ -198,8 +178,12 @@ def test_txn_offset_commit_across_a_transaction_coordinator_restart(tmp_path: Pa
         async def after_restart() -> int:
             conn = await connect(g)
             try:
-                assert await _coordinator(conn, tid, 1) == t
-                await _wait_loaded(t, tid)
+                assert await wait_for_coordinator(conn, tid) == t
+                to_t = await connect(t)
+                try:
+                    await Txn(to_t).wait_state(tid, "Ongoing")  # loaded again
+                finally:
+                    await to_t.close()
                 return await _txn_offset_commit(conn, tid, pid, epoch, 2)
             finally:
                 await conn.close()

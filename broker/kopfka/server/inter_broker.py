@@ -33,10 +33,10 @@ class InterBrokerClient:
         lock = self._opening.setdefault(broker_id, asyncio.Lock())
         async with lock:
             conn = self._conns.get(broker_id)
-            if conn is not None and not conn.peer_closed:
-                return conn
-            if conn is not None:  # the broker restarted since: open a fresh connection
-                await self.disconnect(broker_id)
+            if conn is not None:
+                if not conn.peer_closed:
+                    return conn
+                await self.disconnect(broker_id)  # the peer closed it (restarted): reconnect
             b = self.services.metadata.image.brokers.get(broker_id)
             ep = b.endpoint(self.listener) if b is not None else None
             if ep is None and b is not None and b.endpoints:
