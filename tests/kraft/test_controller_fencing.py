@@ -15,6 +15,7 @@ new leader."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -127,3 +128,34 @@ async def test_shutdown_waits_for_no_fenced_or_departing_broker(
     await c.broker_heartbeat(1, epochs[1], applied(c), False, False)
     assert (await c.broker_heartbeat(0, epochs[0], applied(c), False, True)).should_shutdown
     assert (await c.broker_heartbeat(2, epochs[2], applied(c), False, True)).should_shutdown
+
+
+async def test_a_stall_of_the_controllers_own_loop_fences_nobody(tmp_path: Path) -> None:
+    """A combined node's loop blocked past the session timeout (e.g. fifty logs created in one
+    metadata update: CI saw the broker fenced and its partitions leaderless) heard no heartbeat
+    because it heard nothing; a broker that stays silent once the loop runs again is fenced."""
+    c, raft = await single_voter_controller(
+        tmp_path / "meta",
+        bootstrap.bootstrap_records(),
+        cluster_id=CLUSTER,
+        static_config={"broker.session.timeout.ms": 1000, "leader.imbalance.check.interval.seconds": 3600},
+    )
+    try:
+        epochs = {}
+        for b in (0, 1):
+            epochs[b] = await c.register_broker(
+                b, f"00000000-0000-0000-0000-{b:012d}", (), None, (uuids.to_str(uuids.random_uuid()),), CLUSTER
+            )
+            await c.broker_heartbeat(b, epochs[b], 1 << 40, False, False)
+        assert not c.image.brokers[0].fenced and not c.image.brokers[1].fenced
+        time.sleep(1.6)  # the whole loop stalls: the fencer's pass is due long before it ends
+        await asyncio.sleep(0.1)  # the overdue pass runs before any heartbeat is read
+        assert not c.image.brokers[0].fenced and not c.image.brokers[1].fenced
+        deadline = time.monotonic() + 1.8
+        while time.monotonic() < deadline:  # broker 0 heartbeats, broker 1 stays silent
+            await c.broker_heartbeat(0, epochs[0], 1 << 40, False, False)
+            await asyncio.sleep(0.2)
+        assert not c.image.brokers[0].fenced
+        assert c.image.brokers[1].fenced
+    finally:
+        await stop(c, raft)

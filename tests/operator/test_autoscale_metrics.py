@@ -132,6 +132,8 @@ async def test_restarts_and_bad_targets_give_no_rates_and_no_errors_raised(broke
         third = await scraper.sample(targets, brokers=3)
         assert third.values[BYTES_IN] == {} and third.values[REQUEST_HANDLER_IDLE] == {}
         assert third.values[LOG_DIR_USAGE].keys() == {0}
+        # Two seconds apart, so the idle rate is not one request's share of a few milliseconds.
+        await asyncio.sleep(2.0)
         fourth = await scraper.sample(targets, brokers=3)
         assert fourth.values[BYTES_IN] == {0: 0.0}  # nothing produced since the restart
         assert 0.5 < fourth.values[REQUEST_HANDLER_IDLE][0] <= 1.0

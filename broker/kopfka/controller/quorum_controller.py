@@ -64,6 +64,7 @@ log = logging.getLogger(__name__)
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
 
 PRODUCER_ID_BLOCK_SIZE = 1000
+STALL_FORGIVEN_ABOVE_S = 0.1  # a fencing pass this late found the loop stalled, not the brokers silent
 
 
 @dataclass
@@ -203,15 +204,28 @@ class QuorumController:
             )
 
     async def _fence_expired_loop(self) -> None:
-        """broker.session.timeout.ms: a broker that stopped heartbeating is fenced and loses leadership."""
+        """broker.session.timeout.ms: a broker that stopped heartbeating is fenced and loses leadership.
+
+        Time this controller's own event loop was stalled (e.g. a combined node creating fifty
+        logs in one metadata update) does not count against any broker: no heartbeat could be
+        read meanwhile. Kafka's controller and broker heartbeat threads cannot stall each other."""
+        interval = min(0.5, self._session_timeout_s / 4)
         while self.is_active:
-            await asyncio.sleep(min(0.5, self._session_timeout_s / 4))
+            slept_from = time.monotonic()
+            await asyncio.sleep(interval)
+            self.forgive_stall(time.monotonic() - slept_from - interval)
             try:
                 await self.fence_expired_brokers()
             except KafkaError as exc:
                 log.debug("fencing pass failed: %s", exc)
             except Exception:
                 log.exception("fencing pass failed")
+
+    def forgive_stall(self, stalled_s: float) -> None:
+        """Move every broker's last heartbeat forward by a stall of this controller's loop."""
+        if stalled_s > STALL_FORGIVEN_ABOVE_S:
+            for broker_id, last in self._last_heartbeat.items():
+                self._last_heartbeat[broker_id] = last + stalled_s
 
     async def fence_expired_brokers(self) -> list[int]:
         async with self._lock:
