@@ -216,6 +216,43 @@ def test_partition_metadata(tmp_path: Path) -> None:
     assert pmf.read() == tid
 
 
+def test_partition_metadata_is_written_by_the_scheduler_or_the_first_append(tmp_path: Path) -> None:
+    """Kafka's "flush-metadata-file" task: creating a log records its topic id and leaves the
+    fsynced write to the scheduler's thread, unless an append comes first."""
+    tasks: list[tuple[str, object]] = []
+
+    def scheduler(name: str, delay_ms: int, fn: object) -> None:
+        tasks.append((name, fn))
+
+    first, second = log_dir(tmp_path, "a-0"), log_dir(tmp_path, "b-0")
+    tid_a, tid_b = uuid.uuid4(), uuid.uuid4()
+    a = UnifiedLog.load(first, small_config(), topic_id=tid_a, time=Clock(), scheduler=scheduler)
+    b = UnifiedLog.load(second, small_config(), topic_id=tid_b, time=Clock(), scheduler=scheduler)
+    assert [name for name, _ in tasks] == ["flush-metadata-file", "flush-metadata-file"]
+    assert not (first / "partition.metadata").exists() and not (second / "partition.metadata").exists()
+    tasks[0][1]()  # type: ignore[operator]
+    assert PartitionMetadataFile(first).read() == tid_a
+    b.append_as_leader(batch([b"x"], ts=BASE_TS), leader_epoch=0)  # never data before the topic id
+    assert PartitionMetadataFile(second).read() == tid_b
+    tasks[1][1]()  # type: ignore[operator]  # nothing left to write
+    assert PartitionMetadataFile(second).read() == tid_b
+
+    tasks.clear()
+    c_dir = log_dir(tmp_path, "c-0")
+    c = UnifiedLog.load(c_dir, small_config(), topic_id=uuid.uuid4(), time=Clock(), scheduler=scheduler)
+    c.rename_dir("c-0.0123456789abcdef0123456789abcdef-delete")
+    tasks[0][1]()  # type: ignore[operator]  # renamed before it ran: written in the new dir
+    assert (tmp_path / "c-0.0123456789abcdef0123456789abcdef-delete" / "partition.metadata").exists()
+    tasks.clear()
+    d_dir = log_dir(tmp_path, "d-0")
+    d = UnifiedLog.load(d_dir, small_config(), topic_id=uuid.uuid4(), time=Clock(), scheduler=scheduler)
+    d.delete()
+    assert not d_dir.exists()
+    tasks[0][1]()  # type: ignore[operator]  # deleted before it ran: nothing to write, no error
+    for log in (a, b):
+        log.close()
+
+
 def test_log_writes_epochs_and_topic_id(tmp_path: Path) -> None:
     tid = uuid.uuid4()
     d = log_dir(tmp_path)

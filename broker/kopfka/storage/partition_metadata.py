@@ -10,6 +10,7 @@ deleted-and-recreated topic of the same name. Format:
 from __future__ import annotations
 
 import base64
+import threading
 import uuid
 from pathlib import Path
 
@@ -35,18 +36,39 @@ def uuid_from_base64(text: str) -> uuid.UUID:
 
 
 class PartitionMetadataFile:
+    """Kafka's PartitionMetadataFile: the topic id is recorded at once and written (with fsync)
+    by the scheduler or by the first append, whichever comes first, so that creating many
+    partitions in one metadata update costs no fsync on the event loop."""
+
     def __init__(self, directory: Path) -> None:
         self.path = directory / PARTITION_METADATA_FILE
         self._dirty_topic_id: uuid.UUID | None = None
+        self._lock = threading.Lock()  # the scheduler's thread and the appending loop may both flush
 
     def record(self, topic_id: uuid.UUID) -> None:
         """Remember the topic id to persist at the next maybe_flush (before data is written)."""
-        self._dirty_topic_id = topic_id
+        with self._lock:
+            self._dirty_topic_id = topic_id
 
     def maybe_flush(self) -> None:
-        if self._dirty_topic_id is not None:
-            self.write(self._dirty_topic_id)
-            self._dirty_topic_id = None
+        if self._dirty_topic_id is None:  # the append path's check, without the lock
+            return
+        with self._lock:
+            if self._dirty_topic_id is not None:
+                self.write(self._dirty_topic_id)
+                self._dirty_topic_id = None
+
+    def flush_if_dir_exists(self) -> None:
+        """The scheduler's flush. A log whose dir was renamed while it ran writes into the new dir;
+        one deleted before it ran has no file to write."""
+        path = self.path
+        try:
+            self.maybe_flush()
+        except FileNotFoundError:
+            if self.path != path:
+                self.maybe_flush()
+            elif path.parent.exists():
+                raise
 
     def write(self, topic_id: uuid.UUID) -> None:
         text = f"version: {PARTITION_METADATA_VERSION}\ntopic_id: {uuid_to_base64(topic_id)}\n"

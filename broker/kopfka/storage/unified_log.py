@@ -169,7 +169,15 @@ class UnifiedLog:
                 return
         if self.topic_id is not None:
             pmf.record(self.topic_id)
-            pmf.maybe_flush()
+            self._schedule_metadata_flush()
+
+    def _schedule_metadata_flush(self) -> None:
+        """Kafka's "flush-metadata-file" task; without a scheduler (tools, tests) it is written now."""
+        scheduler = self.local_log.scheduler
+        if scheduler is None:
+            self.partition_metadata_file.maybe_flush()
+        else:
+            scheduler("flush-metadata-file", 0, self.partition_metadata_file.flush_if_dir_exists)
 
     def assign_topic_id(self, topic_id: uuid.UUID) -> None:
         if self.topic_id is not None and self.topic_id != topic_id:
@@ -177,7 +185,7 @@ class UnifiedLog:
         if self.topic_id is None:
             self.topic_id = topic_id
             self.partition_metadata_file.record(topic_id)
-            self.partition_metadata_file.maybe_flush()
+            self._schedule_metadata_flush()
 
     # -- identity and offsets ----------------------------------------------------------------
 
