@@ -61,6 +61,12 @@ public class ClientProbe {
 
     interface Call { Object run() throws Exception; }
 
+    /** The admin calls' topic config alter is visible (both of its changes: one record). */
+    static boolean altered(Config c) {
+        return "compact".equals(c.get("cleanup.policy").value())
+                && c.get("retention.ms").source() != ConfigEntry.ConfigSource.DYNAMIC_TOPIC_CONFIG;
+    }
+
     static void emit(String name, Call call) {
         Map<String, Object> out = new TreeMap<>();
         out.put("call", name);
@@ -112,7 +118,13 @@ public class ClientProbe {
                     new AlterConfigOp(new ConfigEntry("min.cleanable.dirty.ratio", "7"), AlterConfigOp.OpType.SET))))
                     .all().get());
             emit("describeConfigs", () -> {
+                // a broker answers from its metadata image, which applies the alter a moment after the
+                // controller committed it (Kafka's did not, once, under CI load): wait for it, bounded
                 Config c = a.describeConfigs(List.of(topicRes)).all().get().get(topicRes);
+                for (int i = 0; i < 100 && !altered(c); i++) {
+                    Thread.sleep(100);
+                    c = a.describeConfigs(List.of(topicRes)).all().get().get(topicRes);
+                }
                 Map<String, Object> m = new TreeMap<>();
                 for (String k : List.of("cleanup.policy", "retention.ms", "min.cleanable.dirty.ratio", "segment.bytes")) {
                     ConfigEntry e = c.get(k);
