@@ -19,6 +19,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kopfka import uuids
@@ -30,20 +31,29 @@ from single_voter import single_voter_controller, stop
 CLUSTER = "fencing-cluster"
 
 
-@pytest.fixture
-async def controller(tmp_path: Path) -> AsyncIterator[tuple[QuorumController, dict[int, int]]]:
+async def controller_with_brokers(
+    tmp_path: Path, session_ms: int, brokers: tuple[int, ...]
+) -> tuple[QuorumController, Any, dict[int, int]]:
+    """An active single-voter controller with `brokers` registered and unfenced: (controller,
+    its raft, each broker's epoch)."""
     c, raft = await single_voter_controller(
         tmp_path / "meta",
         bootstrap.bootstrap_records(),
         cluster_id=CLUSTER,
-        static_config={"broker.session.timeout.ms": 600_000, "leader.imbalance.check.interval.seconds": 3600},
+        static_config={"broker.session.timeout.ms": session_ms, "leader.imbalance.check.interval.seconds": 3600},
     )
     epochs = {}
-    for b in (0, 1, 2, 3):
+    for b in brokers:
         epochs[b] = await c.register_broker(
             b, f"00000000-0000-0000-0000-{b:012d}", (), None, (uuids.to_str(uuids.random_uuid()),), CLUSTER
         )
         await c.broker_heartbeat(b, epochs[b], 1 << 40, False, False)
+    return c, raft, epochs
+
+
+@pytest.fixture
+async def controller(tmp_path: Path) -> AsyncIterator[tuple[QuorumController, dict[int, int]]]:
+    c, raft, epochs = await controller_with_brokers(tmp_path, 600_000, (0, 1, 2, 3))
     try:
         yield c, epochs
     finally:
@@ -134,19 +144,8 @@ async def test_a_stall_of_the_controllers_own_loop_fences_nobody(tmp_path: Path)
     """A combined node's loop blocked past the session timeout (e.g. fifty logs created in one
     metadata update: CI saw the broker fenced and its partitions leaderless) heard no heartbeat
     because it heard nothing; a broker that stays silent once the loop runs again is fenced."""
-    c, raft = await single_voter_controller(
-        tmp_path / "meta",
-        bootstrap.bootstrap_records(),
-        cluster_id=CLUSTER,
-        static_config={"broker.session.timeout.ms": 1000, "leader.imbalance.check.interval.seconds": 3600},
-    )
+    c, raft, epochs = await controller_with_brokers(tmp_path, 1000, (0, 1))
     try:
-        epochs = {}
-        for b in (0, 1):
-            epochs[b] = await c.register_broker(
-                b, f"00000000-0000-0000-0000-{b:012d}", (), None, (uuids.to_str(uuids.random_uuid()),), CLUSTER
-            )
-            await c.broker_heartbeat(b, epochs[b], 1 << 40, False, False)
         assert not c.image.brokers[0].fenced and not c.image.brokers[1].fenced
         time.sleep(1.6)  # the whole loop stalls: the fencer's pass is due long before it ends
         await asyncio.sleep(0.1)  # the overdue pass runs before any heartbeat is read

@@ -119,7 +119,7 @@ public class ClientProbe {
                     .all().get());
             emit("describeConfigs", () -> {
                 // a broker answers from its metadata image, which applies the alter a moment after the
-                // controller committed it (Kafka's did not, once, under CI load): wait for it, bounded
+                // controller committed it (Kafka's had not yet, once, under pytest -n 4): wait, bounded
                 Config c = a.describeConfigs(List.of(topicRes)).all().get().get(topicRes);
                 for (int i = 0; i < 100 && !altered(c); i++) {
                     Thread.sleep(100);
