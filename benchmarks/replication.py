@@ -25,14 +25,21 @@ much; with each node in its own session the scheduler also shares the CPU betwee
 and a broker past its share waits tens to hundreds of ms (quiet machine: p99 67-386 ms with own
 sessions against 14-15 ms in one session, stalls 82-88% CPU wait).
 
+Each cluster first runs a quarter of the throughput records and 3 s of each latency run,
+unmeasured. With --kafka the same throughput and latency runs follow on Apache Kafka (tests/kafkaref: 3
+combined broker+controller nodes, scripts/get-kafka installs it), started after kopfka's cluster
+stopped, each node in a session of its own as kopfka's are, and a table puts both beside issue
+19's targets: what the reference reaches with this workload on this machine.
+
 Usage: python benchmarks/replication.py [--messages 100000] [--sizes 100,1024] [--rates 2000,20000]
-                                        [--partitions 100]
+                                        [--partitions 100] [--kafka]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import struct
 import sys
@@ -46,6 +53,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "replication"))
 
 from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 from harness import broker, create_topic, describe, new_cluster, wait_full_isr
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -208,6 +216,151 @@ def latency(c: object, boot: str, topic: str, acks: str, rate: int, seconds: flo
     return stage_breakdown.quantile(lat, 0.5) * 1000, stage_breakdown.quantile(lat, 0.99) * 1000, table
 
 
+Figures = dict[str, float]
+
+
+def workload(
+    boot: str, args: argparse.Namespace, measure: Callable[[str, str, int], tuple[float, float, str]]
+) -> Figures:
+    """The throughput and latency runs on one cluster (topics rf3 and rf1 exist): printed as they
+    come, and returned by name for the side-by-side table."""
+    out: Figures = {}
+    # unmeasured first: Kafka's JIT compiles its hot paths (its first runs here took several times
+    # longer), kopfka imports the schemas of its first requests
+    first_size, first_rate = (int(x.split(",")[0]) for x in (args.sizes, args.rates))
+    for topic, acks in (("rf3", "all"), ("rf1", "1")):
+        throughput(boot, topic, acks, max(1, args.messages // 4), first_size)
+        e2e_rows(boot, topic, acks, first_rate, 3)
+    for size in (int(x) for x in args.sizes.split(",") if x for _ in range(args.rounds)):
+        t3, f3 = throughput(boot, "rf3", "all", args.messages, size)
+        print(f"throughput  acks=all RF=3, {size} B: {t3:10.0f} rec/s ({t3 * size / 1e6:.1f} MB/s)  ({load()})")
+        print(f"  {f3}")
+        t1, f1 = throughput(boot, "rf1", "1", args.messages, size)
+        print(f"throughput  acks=1   RF=1, {size} B: {t1:10.0f} rec/s ({t1 * size / 1e6:.1f} MB/s)  ({load()})")
+        print(f"  {f1}")
+        print(f"throughput ratio RF=3/RF=1, {size} B: {t3 / t1:.2f}", flush=True)
+        t3p, f3p = throughput(boot, "rf3", "all", args.messages, size, idempotent=False)
+        print(
+            f"throughput  acks=all RF=3 without idempotence (pipelined), {size} B: {t3p:10.0f} rec/s "
+            f"({t3p * size / 1e6:.1f} MB/s)  ({load()})"
+        )
+        print(f"  {f3p}")
+        print(f"throughput ratio RF=3 pipelined/RF=1, {size} B: {t3p / t1:.2f}", flush=True)
+        out[f"ratio {size}"], out[f"pipelined ratio {size}"] = t3 / t1, t3p / t1
+        out[f"rf3 {size}"], out[f"rf1 {size}"] = t3, t1
+    for rate in (int(x) for x in args.rates.split(",") if x):
+        for _ in range(args.rounds):
+            f50, f99 = hop_floor.measure(rate, min(args.seconds, 5.0))
+            print(
+                f"hop floor (two asyncio processes, loopback) at {rate}/s: "
+                f"p50 {f50:.2f} ms, p99 {f99:.2f} ms  ({load()})"
+            )
+            m3, p3, s3 = measure("rf3", "all", rate)
+            print(f"e2e latency acks=all RF=3 at {rate} rec/s: p50 {m3:.1f} ms, p99 {p3:.1f} ms  ({load()})")
+            print(s3)
+            m1, p1, s1 = measure("rf1", "1", rate)
+            print(f"e2e latency acks=1   RF=1 at {rate} rec/s: p50 {m1:.1f} ms, p99 {p1:.1f} ms  ({load()})")
+            print(s1)
+            print(f"p99 latency ratio RF=3/RF=1 at {rate} rec/s: {p3 / p1:.2f}", flush=True)
+            out[f"rf3 p50 {rate}"], out[f"rf3 p99 {rate}"] = m3, p3
+            out[f"rf1 p50 {rate}"], out[f"rf1 p99 {rate}"] = m1, p1
+    return out
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """utime + stime of all the processes' threads."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def kafka_reference(root: Path, args: argparse.Namespace) -> Figures | None:
+    """The same workload on Apache Kafka: 3 combined nodes with the settings kopfka's cluster has."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "kafkaref"))
+    from kafka_ref import SERVER_JVM_KAFKA_DEFAULTS, KafkaCluster, KafkaUnavailable, kafka_home
+
+    try:
+        kafka_home()
+    except KafkaUnavailable as exc:
+        print(f"Kafka reference skipped: {exc}")
+        return None
+    props = {
+        "replica.lag.time.max.ms": "10000",
+        "broker.session.timeout.ms": "9000",
+        "auto.leader.rebalance.enable": "false",
+    }
+    kc = KafkaCluster(root / "kafka", 3, props).format()
+    kc.start(jvm=SERVER_JVM_KAFKA_DEFAULTS, own_sessions=not args.shared_session)
+    try:
+        boot = kc.bootstrap
+        admin = AdminClient({"bootstrap.servers": boot})
+        topics = [
+            NewTopic("rf3", 3, 3, config={"min.insync.replicas": "2"}),
+            NewTopic("rf1", 3, 1, config={"min.insync.replicas": "1"}),
+        ]
+        for f in admin.create_topics(topics).values():
+            f.result(60)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # every partition led, the RF=3 ones fully in sync
+            md = admin.list_topics(timeout=5).topics
+            if all(
+                t in md
+                and md[t].partitions
+                and all(p.leader >= 0 and len(p.isrs) == rf for p in md[t].partitions.values())
+                for t, rf in (("rf3", 3), ("rf1", 1))
+            ):
+                break
+            time.sleep(0.2)
+        pids = [n.proc.pid for n in kc.nodes if n.proc is not None]
+
+        def measure(topic: str, acks: str, rate: int) -> tuple[float, float, str]:
+            before = cpu_seconds(pids)
+            rows = e2e_rows(boot, topic, acks, rate, args.seconds)
+            cpu = cpu_seconds(pids) - before
+            lat = sorted(r[1] - r[0] for r in rows)
+            if not lat:
+                return float("nan"), float("nan"), ""
+            note = f"  Kafka's three JVMs used {cpu:.1f} CPU s over the run (warm-up and drain included)"
+            return stage_breakdown.quantile(lat, 0.5) * 1000, stage_breakdown.quantile(lat, 0.99) * 1000, note
+
+        print("--- the same workload on Apache Kafka (3 combined nodes) ---", flush=True)
+        return workload(boot, args, measure)
+    finally:
+        kc.stop()
+
+
+TARGETS: list[tuple[str, str, float, str]] = [  # figure, its key pattern, target, direction
+    ("acks=all RF=3 / acks=1 RF=1 throughput, {size} B", "ratio {size}", 0.7, ">="),
+    ("acks=all RF=3 e2e p50 at {rate} rec/s (ms)", "rf3 p50 {rate}", 4.0, "<="),
+    ("acks=all RF=3 e2e p99 at {rate} rec/s (ms)", "rf3 p99 {rate}", 10.0, "<="),
+    ("acks=1 RF=1 e2e p99 at {rate} rec/s (ms)", "rf1 p99 {rate}", 5.0, "<="),
+]
+
+
+def side_by_side(figures: dict[str, Figures], args: argparse.Namespace) -> str:
+    """kopfka and Kafka beside issue 19's targets (p99 at 20,000 rec/s: <= 25 ms)."""
+    names = list(figures)
+    lines = ["figure".ljust(52) + "".join(f"{n:>12}" for n in names) + "   target"]
+    sizes = [x for x in args.sizes.split(",") if x]
+    rates = [x for x in args.rates.split(",") if x]
+    for title, key, target, direction in TARGETS:
+        for v in sizes if "{size}" in key else rates:
+            k = key.format(size=v, rate=v)
+            if not any(k in f for f in figures.values()):
+                continue
+            goal = f"{direction} {25.0 if key.startswith('rf3 p99') and v == '20000' else target:g}"
+            if key.startswith(("rf3 p50", "rf1 p99")) and v != "2000":
+                goal = "-"  # the issue sets these at 2,000 rec/s only
+            cells = "".join(f"{figures[n].get(k, float('nan')):>12.2f}" for n in names)
+            lines.append(f"{title.format(size=v, rate=v):<52}{cells}   {goal}")
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--messages", type=int, default=100_000)
@@ -217,7 +370,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1, help="alternate the RF=3 and RF=1 runs this often")
     ap.add_argument("--partitions", type=int, default=100)
     ap.add_argument("--shared-session", action="store_true", help="run the nodes in the benchmark's own session")
+    ap.add_argument("--kafka", action="store_true", help="then the same workload on Apache Kafka, side by side")
     args = ap.parse_args()
+    figures: dict[str, Figures] = {}
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # the nodes have sessions of their own: stop them
     with tempfile.TemporaryDirectory() as tmp:
         c = new_cluster(
@@ -238,59 +393,40 @@ def main() -> None:
             create_topic(c, "rf1", 3, 1, configs={"min.insync.replicas": "1"})
             wait_full_isr(c, "rf3")
             wait_full_isr(c, "rf1")
-            for size in (int(x) for x in args.sizes.split(",") if x for _ in range(args.rounds)):
-                t3, f3 = throughput(boot, "rf3", "all", args.messages, size)
-                print(f"throughput  acks=all RF=3, {size} B: {t3:10.0f} rec/s ({t3 * size / 1e6:.1f} MB/s)  ({load()})")
-                print(f"  {f3}")
-                t1, f1 = throughput(boot, "rf1", "1", args.messages, size)
-                print(f"throughput  acks=1   RF=1, {size} B: {t1:10.0f} rec/s ({t1 * size / 1e6:.1f} MB/s)  ({load()})")
-                print(f"  {f1}")
-                print(f"throughput ratio RF=3/RF=1, {size} B: {t3 / t1:.2f}", flush=True)
-                t3p, f3p = throughput(boot, "rf3", "all", args.messages, size, idempotent=False)
-                print(
-                    f"throughput  acks=all RF=3 without idempotence (pipelined), {size} B: {t3p:10.0f} rec/s "
-                    f"({t3p * size / 1e6:.1f} MB/s)  ({load()})"
-                )
-                print(f"  {f3p}")
-                print(f"throughput ratio RF=3 pipelined/RF=1, {size} B: {t3p / t1:.2f}", flush=True)
-            for rate in (int(x) for x in args.rates.split(",") if x):
-                for _ in range(args.rounds):
-                    f50, f99 = hop_floor.measure(rate, min(args.seconds, 5.0))
-                    print(
-                        f"hop floor (two asyncio processes, loopback) at {rate}/s: p50 {f50:.2f} ms, "
-                        f"p99 {f99:.2f} ms  ({load()})"
-                    )
-                    m3, p3, s3 = latency(c, boot, "rf3", "all", rate, args.seconds)
-                    print(f"e2e latency acks=all RF=3 at {rate} rec/s: p50 {m3:.1f} ms, p99 {p3:.1f} ms  ({load()})")
-                    print(s3)
-                    m1, p1, s1 = latency(c, boot, "rf1", "1", rate, args.seconds)
-                    print(f"e2e latency acks=1   RF=1 at {rate} rec/s: p50 {m1:.1f} ms, p99 {p1:.1f} ms  ({load()})")
-                    print(s1)
-                    print(f"p99 latency ratio RF=3/RF=1 at {rate} rec/s: {p3 / p1:.2f}", flush=True)
+            figures["kopfka"] = workload(
+                boot, args, lambda topic, acks, rate: latency(c, boot, topic, acks, rate, args.seconds)
+            )
 
-            n = args.partitions
-            if n <= 0:
-                return
-            create_topic(
-                c,
-                "lead",
-                configs={"min.insync.replicas": "2"},
-                assignments={p: [0, 1 + p % 2, 2 - p % 2] for p in range(n)},
-            )
-            wait_full_isr(c, "lead", 120)
-            assert all(i.leader == 0 for i in describe(c, "lead").values())
-            b0 = broker(c, 0)
-            t0 = time.perf_counter()
-            rc = b0.terminate(timeout=120)
-            took = time.perf_counter() - t0
-            after = describe(c, "lead")
-            moved = sum(1 for i in after.values() if i.leader in (1, 2))
-            print(
-                f"controlled shutdown of a broker leading {n} partitions: {took:.2f} s "
-                f"(exit {rc}; {moved}/{n} leaders moved to other ISR members)"
-            )
+            if args.partitions > 0:
+                controlled_shutdown(c, args.partitions)
         finally:
             c.stop()
+        if args.kafka:
+            ref = kafka_reference(Path(tmp), args)
+            if ref is not None:
+                figures["Kafka"] = ref
+        print("\n" + side_by_side(figures, args))
+
+
+def controlled_shutdown(c: Any, n: int) -> None:
+    create_topic(
+        c,
+        "lead",
+        configs={"min.insync.replicas": "2"},
+        assignments={p: [0, 1 + p % 2, 2 - p % 2] for p in range(n)},
+    )
+    wait_full_isr(c, "lead", 120)
+    assert all(i.leader == 0 for i in describe(c, "lead").values())
+    b0 = broker(c, 0)
+    t0 = time.perf_counter()
+    rc = b0.terminate(timeout=120)
+    took = time.perf_counter() - t0
+    after = describe(c, "lead")
+    moved = sum(1 for i in after.values() if i.leader in (1, 2))
+    print(
+        f"controlled shutdown of a broker leading {n} partitions: {took:.2f} s "
+        f"(exit {rc}; {moved}/{n} leaders moved to other ISR members)"
+    )
 
 
 if __name__ == "__main__":

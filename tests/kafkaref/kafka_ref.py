@@ -266,13 +266,16 @@ class KafkaNode:
     def format(self, cluster_id: str, *extra: str) -> subprocess.CompletedProcess[str]:
         return run_tool("kafka-storage", "format", "-t", cluster_id, "-c", str(self.config), *extra)
 
-    def start(self, jvm: Sequence[str] = SERVER_JVM_TEST) -> KafkaNode:
+    def start(self, jvm: Sequence[str] = SERVER_JVM_TEST, *, own_session: bool = False) -> KafkaNode:
+        """`own_session`: a session of its own, as a separately started server has (Linux's
+        autogroup scheduler then gives it its own CPU share; benchmarks/replication.py)."""
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             java_command("kafka.Kafka", [str(self.config)], jvm=jvm, log_config="server"),
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
+            start_new_session=own_session,
         )
         log.close()
         return self
@@ -350,9 +353,11 @@ class KafkaCluster:
             n.format(self.cluster_id, *extra)
         return self
 
-    def start(self, timeout: float = 120, jvm: Sequence[str] = SERVER_JVM_TEST) -> KafkaCluster:
+    def start(
+        self, timeout: float = 120, jvm: Sequence[str] = SERVER_JVM_TEST, *, own_sessions: bool = False
+    ) -> KafkaCluster:
         for n in self.nodes:
-            n.start(jvm)
+            n.start(jvm, own_session=own_sessions)
         for n in self.nodes:
             n.wait_ready(timeout)
         return self
