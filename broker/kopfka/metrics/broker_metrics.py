@@ -2,23 +2,28 @@
 
 `kafka.server:type=BrokerTopicMetrics,name=BytesInPerSec,topic=t` is scraped by the usual JMX
 exporter rules as `kafka_server_brokertopicmetrics_bytesin_total{topic="t"}`; using the same
-names lets existing dashboards and alerts work unchanged. Hot-path counters keep their label
-children cached (one dict lookup per topic or API, no label resolution per record); everything
-that is a state rather than an event (partition counts, log sizes, quota usage, connection
-counts) is computed at scrape time by a collector, so it costs nothing between scrapes.
+names lets existing dashboards and alerts work unchanged. The counters every request touches
+(requests, request time, bytes and messages per topic) are plain integers bumped on the event
+loop and exported by `EventCollector` at scrape time: prometheus-client's own counters take a
+lock per increment, ~14 us of each Produce request on the test machine, against ~3 us now.
+Everything that is a state rather than an event (partition counts, log sizes, quota usage,
+connection counts) is computed at scrape time by a collector too, so it costs nothing between
+scrapes.
 """
 
 from __future__ import annotations
 
 import struct
 import time
+from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from kio.index import load_request_schema
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, disable_created_metrics
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, disable_created_metrics
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from kopfka.log.log_manager import disk_usage
 from kopfka.metrics.load import IdleClock
@@ -58,22 +63,34 @@ def count_records(records: bytes | bytearray | memoryview | None) -> int:
 
 
 class _TopicCounters:
-    __slots__ = ("bytes_in", "bytes_out", "messages_in")
+    """A topic's event counts (BrokerTopicMetrics), bumped on the event loop."""
 
-    def __init__(self, m: BrokerMetrics, topic: str) -> None:
-        self.bytes_in = m.bytes_in.labels(topic=topic)
-        self.bytes_out = m.bytes_out.labels(topic=topic)
-        self.messages_in = m.messages_in.labels(topic=topic)
+    __slots__ = ("bytes_in", "bytes_out", "failed_produce", "messages_in")
+
+    def __init__(self) -> None:
+        self.bytes_in = self.bytes_out = self.messages_in = self.failed_produce = 0
+
+
+class _RequestTimes:
+    """One request name's RequestMetrics: failures and the TotalTimeMs histogram (a count per
+    bucket of LATENCY_BUCKETS_MS, the last one +Inf; made cumulative at scrape time)."""
+
+    __slots__ = ("buckets", "errors", "total_ms")
+
+    def __init__(self) -> None:
+        self.errors = 0
+        self.total_ms = 0.0
+        self.buckets = [0] * (len(LATENCY_BUCKETS_MS) + 1)
 
 
 class _RequestCounters:
-    __slots__ = ("errors", "requests", "total_time")
+    """One (API, version): its request count, and its name's times."""
 
-    def __init__(self, m: BrokerMetrics, api_key: int, version: int) -> None:
-        name = request_name(api_key)
-        self.requests = m.requests.labels(request=name, version=str(version))
-        self.total_time = m.total_time.labels(request=name)
-        self.errors = m.request_errors.labels(request=name)
+    __slots__ = ("requests", "times")
+
+    def __init__(self, times: _RequestTimes) -> None:
+        self.requests = 0
+        self.times = times
 
 
 class BrokerMetrics:
@@ -92,34 +109,6 @@ class BrokerMetrics:
     def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
         disable_created_metrics()
         self.registry = registry
-        self.bytes_in = Counter(
-            "kafka_server_brokertopicmetrics_bytesin", "Bytes appended by producers", ["topic"], registry=registry
-        )
-        self.bytes_out = Counter(
-            "kafka_server_brokertopicmetrics_bytesout", "Bytes sent to fetchers", ["topic"], registry=registry
-        )
-        self.messages_in = Counter(
-            "kafka_server_brokertopicmetrics_messagesin", "Records appended", ["topic"], registry=registry
-        )
-        self.failed_produce = Counter(
-            "kafka_server_brokertopicmetrics_failedproducerequests",
-            "Produce partition requests that failed",
-            ["topic"],
-            registry=registry,
-        )
-        self.requests = Counter(
-            "kafka_network_requestmetrics_requests", "Requests handled", ["request", "version"], registry=registry
-        )
-        self.request_errors = Counter(
-            "kafka_network_requestmetrics_errors", "Requests whose handler failed", ["request"], registry=registry
-        )
-        self.total_time = Histogram(
-            "kafka_network_requestmetrics_totaltimems",
-            "Request handling time (ms)",
-            ["request"],
-            buckets=LATENCY_BUCKETS_MS,
-            registry=registry,
-        )
         self.isr_shrinks = Counter("kafka_server_replicamanager_isrshrinks", "ISR shrinks", registry=registry)
         self.isr_expands = Counter("kafka_server_replicamanager_isrexpands", "ISR expansions", registry=registry)
         self.throttled = Counter(
@@ -133,9 +122,11 @@ class BrokerMetrics:
         )
         self.handler_idle = IdleClock(records_idle=False)
         self.network_idle: IdleClock | None = None  # set when the event loop runs an IdleTimedSelector
-        registry.register(LoadCollector(self))
         self._topics: dict[str, _TopicCounters] = {}
         self._requests: dict[tuple[int, int], _RequestCounters] = {}
+        self._times: dict[str, _RequestTimes] = {}  # by request name
+        registry.register(LoadCollector(self))
+        registry.register(EventCollector(self))
         self._state: BrokerStateCollector | None = None
         self._log_state: LogManagerCollector | None = None
 
@@ -143,14 +134,20 @@ class BrokerMetrics:
     def topic(self, topic: str) -> _TopicCounters:
         c = self._topics.get(topic)
         if c is None:
-            c = self._topics[topic] = _TopicCounters(self, topic)
+            c = self._topics[topic] = _TopicCounters()
         return c
 
     def record_produce(self, topic: str, records: bytes | bytearray | memoryview | None) -> None:
         c = self.topic(topic)
         if records:
-            c.bytes_in.inc(len(records))
-            c.messages_in.inc(count_records(records))
+            c.bytes_in += len(records)
+            c.messages_in += count_records(records)
+
+    def record_failed_produce(self, topic: str) -> None:
+        self.topic(topic).failed_produce += 1
+
+    def record_bytes_out(self, topic: str, size: int) -> None:
+        self.topic(topic).bytes_out += size
 
     def record_request(
         self, api_key: int, version: int, elapsed_ms: float, failed: bool = False, work_ns: int = 0
@@ -160,20 +157,21 @@ class BrokerMetrics:
         self.handler_idle.add_busy(work_ns)
         c = self._requests.get((api_key, version))
         if c is None:
-            c = self._requests[(api_key, version)] = _RequestCounters(self, api_key, version)
-        c.requests.inc()
-        c.total_time.observe(elapsed_ms)
+            name = request_name(api_key)
+            times = self._times.get(name)
+            if times is None:
+                times = self._times[name] = _RequestTimes()
+            c = self._requests[(api_key, version)] = _RequestCounters(times)
+        c.requests += 1
+        t = c.times
+        t.total_ms += elapsed_ms
+        t.buckets[bisect_left(LATENCY_BUCKETS_MS, elapsed_ms)] += 1  # the first bound >= it, as `le`
         if failed:
-            c.errors.inc()
+            t.errors += 1
 
     def forget_topic(self, topic: str) -> None:
         """Drop a deleted topic's series."""
-        if self._topics.pop(topic, None) is not None:
-            for m in (self.bytes_in, self.bytes_out, self.messages_in, self.failed_produce):
-                try:
-                    m.remove(topic)
-                except KeyError:
-                    pass
+        self._topics.pop(topic, None)
 
     # --- state -----------------------------------------------------------------------------
     def bind_state(self, services: Any, network: Callable[[], Any] | None = None) -> None:
@@ -194,6 +192,63 @@ class BrokerMetrics:
             self.registry.register(self._log_state)
         else:
             self._log_state.log_manager = log_manager
+
+
+class EventCollector(Collector):
+    """The event counters of `BrokerMetrics`, as the prometheus-client counters and histogram
+    they replace exposed them (same names, labels and buckets). It runs on the event loop (the
+    /metrics route is aiohttp's), where every increment happens too."""
+
+    def __init__(self, metrics: BrokerMetrics) -> None:
+        self.metrics = metrics
+
+    def describe(self) -> list[Any]:
+        return []
+
+    def collect(self) -> Iterator[Any]:
+        m = self.metrics
+        topics = list(m._topics.items())
+        families = [
+            ("kafka_server_brokertopicmetrics_bytesin", "Bytes appended by producers", "bytes_in"),
+            ("kafka_server_brokertopicmetrics_bytesout", "Bytes sent to fetchers", "bytes_out"),
+            ("kafka_server_brokertopicmetrics_messagesin", "Records appended", "messages_in"),
+        ]
+        for name, doc, attr in families:
+            fam = CounterMetricFamily(name, doc, labels=["topic"])
+            for topic, c in topics:
+                fam.add_metric([topic], getattr(c, attr))
+            yield fam
+        failed = CounterMetricFamily(
+            "kafka_server_brokertopicmetrics_failedproducerequests",
+            "Produce partition requests that failed",
+            labels=["topic"],
+        )
+        for topic, c in topics:
+            if c.failed_produce:  # a series from a topic's first failure on, as before
+                failed.add_metric([topic], c.failed_produce)
+        yield failed
+        requests = CounterMetricFamily(
+            "kafka_network_requestmetrics_requests", "Requests handled", labels=["request", "version"]
+        )
+        for (api_key, version), rc in list(m._requests.items()):
+            requests.add_metric([request_name(api_key), str(version)], rc.requests)
+        yield requests
+        times = list(m._times.items())
+        errors = CounterMetricFamily(
+            "kafka_network_requestmetrics_errors", "Requests whose handler failed", labels=["request"]
+        )
+        total = HistogramMetricFamily(
+            "kafka_network_requestmetrics_totaltimems", "Request handling time (ms)", labels=["request"]
+        )
+        for name, t in times:
+            errors.add_metric([name], t.errors)
+            cumulative, running = [], 0
+            for bound, n in zip((*LATENCY_BUCKETS_MS, float("inf")), t.buckets, strict=True):
+                running += n
+                cumulative.append((floatToGoString(bound), running))
+            total.add_metric([name], cumulative, sum_value=t.total_ms)
+        yield errors
+        yield total
 
 
 class LoadCollector(Collector):

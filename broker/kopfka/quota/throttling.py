@@ -62,8 +62,7 @@ def produce_throttle_ms(ctx: Any, entries: Sequence[tuple[tuple[str, int], Any]]
             if r is not None and r.error == ErrorCode.none:
                 metrics.record_produce(tp[0], records)
             else:
-                metrics.topic(tp[0])
-                metrics.failed_produce.labels(topic=tp[0]).inc()
+                metrics.record_failed_produce(tp[0])
     qm: QuotaManagers | None = svc.quota_manager
     if qm is None or not qm.produce.quota_types_enabled:
         return 0
@@ -100,7 +99,7 @@ def fetch_throttle_ms(ctx: Any, results: Mapping[tuple[str, int], Any], is_follo
     if metrics is not None and size:
         for (topic, _p), data in results.items():
             if data.size:
-                metrics.topic(topic).bytes_out.inc(data.size)
+                metrics.record_bytes_out(topic, data.size)
     return 0
 
 
