@@ -25,14 +25,15 @@ much; with each node in its own session the scheduler also shares the CPU betwee
 and a broker past its share waits tens to hundreds of ms (quiet machine: p99 67-386 ms with own
 sessions against 14-15 ms in one session, stalls 82-88% CPU wait).
 
-Each cluster first runs a quarter of the throughput records and 3 s of each latency run,
-unmeasured. With --kafka the same throughput and latency runs follow on Apache Kafka (tests/kafkaref: 3
-combined broker+controller nodes, scripts/get-kafka installs it), started after kopfka's cluster
-stopped, each node in a session of its own as kopfka's are, and a table puts both beside issue
-19's targets: what the reference reaches with this workload on this machine.
+Each cluster is warmed up first (warm_up(): --warm-up seconds of paced records, then a quarter
+of the throughput records and 3 s of each latency run, all unmeasured). With --kafka the same
+throughput and latency runs follow on Apache Kafka (tests/kafkaref: 3 combined broker+controller
+nodes, scripts/get-kafka installs it), started after kopfka's cluster stopped, each node in a
+session of its own as kopfka's are, and a table puts both beside issue 19's targets: what the
+reference reaches with this workload on this machine.
 
 Usage: python benchmarks/replication.py [--messages 100000] [--sizes 100,1024] [--rates 2000,20000]
-                                        [--partitions 100] [--kafka]
+                                        [--partitions 100] [--kafka] [--warm-up 60]
 """
 
 from __future__ import annotations
@@ -225,12 +226,7 @@ def workload(
     """The throughput and latency runs on one cluster (topics rf3 and rf1 exist): printed as they
     come, and returned by name for the side-by-side table."""
     out: Figures = {}
-    # unmeasured first: Kafka's JIT compiles its hot paths (its first runs here took several times
-    # longer), kopfka imports the schemas of its first requests
-    first_size, first_rate = (int(x.split(",")[0]) for x in (args.sizes, args.rates))
-    for topic, acks in (("rf3", "all"), ("rf1", "1")):
-        throughput(boot, topic, acks, max(1, args.messages // 4), first_size)
-        e2e_rows(boot, topic, acks, first_rate, 3)
+    warm_up(boot, args)
     for size in (int(x) for x in args.sizes.split(",") if x for _ in range(args.rounds)):
         t3, f3 = throughput(boot, "rf3", "all", args.messages, size)
         print(f"throughput  acks=all RF=3, {size} B: {t3:10.0f} rec/s ({t3 * size / 1e6:.1f} MB/s)  ({load()})")
@@ -265,6 +261,28 @@ def workload(
             out[f"rf3 p50 {rate}"], out[f"rf3 p99 {rate}"] = m3, p3
             out[f"rf1 p50 {rate}"], out[f"rf1 p99 {rate}"] = m1, p1
     return out
+
+
+def warm_up(boot: str, args: argparse.Namespace) -> None:
+    """Unmeasured load first, the same for both brokers: paced records to both topics for
+    --warm-up seconds, then a quarter of the throughput records and 3 s of each latency run.
+    Kafka's JIT needs it: on this machine, 8 s rounds of 2,000 rec/s acks=1 to a fresh Kafka had
+    produce-ack p50s of 5.7 s, 534 ms, 2.5 ms, then 0.5 ms from the fourth round on. kopfka only
+    imports the schemas of its first requests."""
+    first_size, first_rate = (int(x.split(",")[0]) for x in (args.sizes, args.rates))
+    producers = {
+        topic: Producer({"bootstrap.servers": boot, "acks": acks, "linger.ms": 0, "enable.idempotence": acks == "all"})
+        for topic, acks in (("rf3", "all"), ("rf1", "1"))
+    }
+    deadline = time.monotonic() + args.warm_up
+    while time.monotonic() < deadline:
+        for topic, p in producers.items():
+            _paced(p, topic, first_rate, first_rate * 5, lambda: b"warm-up")
+    for p in producers.values():
+        p.flush(60)
+    for topic, acks in (("rf3", "all"), ("rf1", "1")):
+        throughput(boot, topic, acks, max(1, args.messages // 4), first_size)
+        e2e_rows(boot, topic, acks, first_rate, 3)
 
 
 def cpu_seconds(pids: list[int]) -> float:
@@ -371,6 +389,7 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=100)
     ap.add_argument("--shared-session", action="store_true", help="run the nodes in the benchmark's own session")
     ap.add_argument("--kafka", action="store_true", help="then the same workload on Apache Kafka, side by side")
+    ap.add_argument("--warm-up", type=float, default=60.0, help="seconds of unmeasured paced load first")
     args = ap.parse_args()
     figures: dict[str, Figures] = {}
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # the nodes have sessions of their own: stop them
