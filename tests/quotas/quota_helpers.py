@@ -4,6 +4,7 @@ admin requests, and rate-measuring confluent-kafka clients."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 import urllib.request
@@ -193,10 +194,31 @@ class RateConsumer(threading.Thread):
         return self.received / self.seconds
 
 
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
 class KafkaPythonRateConsumer(RateConsumer):
-    """The same measurement with kafka-python, which applies throttle_time_ms client-side too."""
+    """The same measurement with kafka-python, which applies throttle_time_ms client-side too.
+    `client_failures`: what kafka-python logged as errors of its own meanwhile."""
+
+    client_failures: list[str]
 
     def run(self) -> None:
+        records = _Records()
+        logging.getLogger("kafka").addHandler(records)
+        try:
+            self._measure()
+        finally:
+            logging.getLogger("kafka").removeHandler(records)
+            self.client_failures = records.messages
+
+    def _measure(self) -> None:
         from kafka import KafkaConsumer, TopicPartition
 
         c = KafkaConsumer(

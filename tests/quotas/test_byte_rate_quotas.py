@@ -76,6 +76,17 @@ def test_producer_and_consumer_byte_rate_quotas(broker: tuple[KopfkaProcess, int
     assert not (limited_p.errors or free_p.errors or limited_c.errors or limited_kp.errors or free_c.errors)
     assert 0.9 * MB <= limited_p.rate <= 1.1 * MB
     assert 0.9 * MB <= limited_c.rate <= 1.1 * MB
+    if limited_kp.rate < 0.9 * MB and limited_kp.client_failures:
+        # kafka-python 3.0.12 can break its own connection while throttled: a fetch it sends to
+        # the node it paused fails (NodeNotReadyError 'Node paused: throttle'), and its reader
+        # then runs on the closed socket ('NoneType' object has no attribute 'recv'); it stalled
+        # at 0.15 MB/s once in CI. Measured once more, alone: a broker fault shows again.
+        print(f"kafka-python failed on its own ({limited_kp.client_failures[:2]}): measuring it again")
+        limited_kp = KafkaPythonRateConsumer(bs, "source", "limited-kp-consumer", SECONDS)
+        limited_kp.start()
+        limited_kp.join(90)
+        print(f"kafka-python again: {limited_kp.rate / MB:.3f} MB/s")
+        assert not limited_kp.errors
     assert 0.9 * MB <= limited_kp.rate <= 1.1 * MB
     assert limited_p.throttle_events > 0  # librdkafka saw throttle_time_ms
     # the unlimited clients on the same broker were not slowed to anything like the quota
