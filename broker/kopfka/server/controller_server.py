@@ -14,7 +14,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kio.index import load_request_schema, load_response_schema
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader
@@ -28,6 +27,7 @@ from kopfka.protocol.entity_builder import build
 from kopfka.protocol.errors import ErrorCode, KafkaError
 from kopfka.protocol.framing import FrameError, encode_response, peek_header
 from kopfka.protocol.request_guard import check_body
+from kopfka.protocol.schemas import load_request_schema, load_response_schema
 from kopfka.raft.kafka_raft import KafkaRaftClient
 from kopfka.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from kopfka.security.authorizer import StandardAuthorizer
