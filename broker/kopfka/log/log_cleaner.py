@@ -280,7 +280,11 @@ class LogCleaner:
             self.on_io_error(ulog.dir.parent, e)
 
     async def _in_thread(self, i: int, fn: Callable[..., Any], *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self._executors[i], fn, *args)
+        try:
+            executor = self._executors[i]
+        except IndexError:  # _stop_cleaners took this generation's threads: a restart, not a fault
+            raise LogCleaningAbortedError("the cleaner is restarting") from None
+        return await asyncio.get_running_loop().run_in_executor(executor, fn, *args)
 
     async def _clean(self, i: int, ltc: LogToClean) -> None:
         """Doclean: map the dirty section, then recopy and swap group by group."""
