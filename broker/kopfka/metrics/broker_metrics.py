@@ -5,7 +5,7 @@ exporter rules as `kafka_server_brokertopicmetrics_bytesin_total{topic="t"}`; us
 names lets existing dashboards and alerts work unchanged. The counters every request touches
 (requests, request time, bytes and messages per topic) are plain integers bumped on the event
 loop and exported by `EventCollector` at scrape time: prometheus-client's own counters take a
-lock per increment, ~14 us of each Produce request on the test machine, against ~3 us now.
+lock per increment: 4.8-9.1 us of each Produce request on the test machine, 1.8-3.6 us now.
 Everything that is a state rather than an event (partition counts, log sizes, quota usage,
 connection counts) is computed at scrape time by a collector too, so it costs nothing between
 scrapes.

@@ -116,10 +116,6 @@ class _Reader:
         return n
 
     def skip_tagged_fields(self) -> None:
-        pos = self.pos
-        if pos < self.end and self.buf[pos] == 0:  # none: the usual case
-            self.pos = pos + 1
-            return
         for _ in range(self.uvarint()):
             self.uvarint()  # tag
             self.take(self.uvarint())
