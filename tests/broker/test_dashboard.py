@@ -12,6 +12,7 @@ from pathlib import Path
 from kopfka.metadata import records as mr
 from kopfka.metadata.image import MetadataDelta, MetadataImage, Provenance
 from kopfka.metrics.broker_metrics import BrokerMetrics, IsrChangeCounter
+from kopfka.metrics.exposition import export
 from kopfka_process import KopfkaProcess, free_port
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -93,7 +94,7 @@ def test_every_panel_queries_exported_metrics(tmp_path: Path) -> None:
     finally:
         proc.kill()
     registry = CollectorRegistry()
-    BrokerMetrics(registry)
+    export(BrokerMetrics(), registry)
     known = live | exported_names(generate_latest(registry).decode())
     for required in (
         "kafka_log_logcleaner_max_clean_time_secs",
@@ -108,7 +109,7 @@ def test_every_panel_queries_exported_metrics(tmp_path: Path) -> None:
 
 
 def test_isr_change_counter_counts_led_partitions_only() -> None:
-    metrics = BrokerMetrics(CollectorRegistry())
+    metrics = BrokerMetrics()
     counter = IsrChangeCounter(metrics, node_id=1)
     delta = MetadataDelta(MetadataImage())
     delta.replay_all(
@@ -129,8 +130,8 @@ def test_isr_change_counter_counts_led_partitions_only() -> None:
         counter.on_metadata_update(d, image)
 
     change(mr.PartitionChangeRecord(0, "tid", isr=(1, 2)), mr.PartitionChangeRecord(1, "tid", isr=(2, 1)))
-    assert (metrics.isr_shrinks._value.get(), metrics.isr_expands._value.get()) == (1, 0)
+    assert (metrics.isr_shrinks, metrics.isr_expands) == (1, 0)
     change(mr.PartitionChangeRecord(0, "tid", isr=(1, 2, 3)))
-    assert (metrics.isr_shrinks._value.get(), metrics.isr_expands._value.get()) == (1, 1)
+    assert (metrics.isr_shrinks, metrics.isr_expands) == (1, 1)
     change(mr.PartitionChangeRecord(0, "tid", leader=2, isr=(2, 3)))  # leadership moved away
-    assert (metrics.isr_shrinks._value.get(), metrics.isr_expands._value.get()) == (1, 1)
+    assert (metrics.isr_shrinks, metrics.isr_expands) == (1, 1)

@@ -16,7 +16,8 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from kopfka.config.log_config import LogConfig
 from kopfka.log import log_manager as log_manager_mod
 from kopfka.log.log_manager import LogManager
-from kopfka.metrics.broker_metrics import LogManagerCollector
+from kopfka.metrics.broker_metrics import BrokerMetrics
+from kopfka.metrics.exposition import export
 from kopfka.protocol.record_codec import Record, encode_batch
 from kopfka.storage.checkpoint import CleanShutdownFileHandler
 from kopfka_process import KopfkaProcess, free_port
@@ -57,8 +58,9 @@ def by_name(samples: Samples, name: str) -> dict[frozenset[tuple[str, str]], flo
 
 
 def collect(lm: LogManager) -> Samples:
-    registry = CollectorRegistry()
-    registry.register(LogManagerCollector(lm))
+    metrics, registry = BrokerMetrics(), CollectorRegistry()
+    metrics.bind_log_manager(lm)
+    export(metrics, registry)
     return parse(generate_latest(registry).decode())
 
 

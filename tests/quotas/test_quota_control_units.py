@@ -11,11 +11,14 @@ from types import SimpleNamespace
 import pytest
 from kopfka.controller.client_quota_control import QuotaAlteration, describe, plan_alterations
 from kopfka.metadata import image as mi
+from kopfka.metrics.broker_metrics import BrokerMetrics
+from kopfka.metrics.exposition import export
 from kopfka.protocol.errors import ErrorCode
 from kopfka.quota.connection_quotas import ConnectionQuotas, ConnectionRejected
 from kopfka.quota.stats import MetricConfig
 from kopfka.telemetry.client_metrics import ClientMetricsManager, subscription_id
 from kopfka.telemetry.otlp import SUM, TEMPORALITY_DELTA, Metric, Point, decode_metrics_data, encode_metrics_data
+from prometheus_client import CollectorRegistry
 
 
 def test_alterations_validate_each_entity_alone() -> None:
@@ -136,7 +139,10 @@ def test_telemetry_subscription_gating_and_export() -> None:
     assert mgr.push(_ctx(), iid, sid, False, 0, b"x" * 5000)["error_code"] == ErrorCode.telemetry_too_large
     t[0] += 1000
     assert mgr.push(_ctx(), iid, sid, False, 9, payload)["error_code"] == ErrorCode.unsupported_compression_type
-    samples = {(s.name, s.labels.get("topic")): s.value for fam in mgr.collect() for s in fam.samples}
+    metrics, registry = BrokerMetrics(), CollectorRegistry()
+    metrics.telemetry = mgr
+    export(metrics, registry)  # as /metrics exports it
+    samples = {(s.name, s.labels.get("topic")): s.value for fam in registry.collect() for s in fam.samples}
     assert samples[("kafka_client_telemetry_org_apache_kafka_producer_record_send_total", "t")] == 10.0  # deltas summed
     assert mgr.push(_ctx(), uuid.UUID(int=0), sid, False, 0, payload)["error_code"] == ErrorCode.invalid_request
     # a subscription change is picked up on the next request and changes the id

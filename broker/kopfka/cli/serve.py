@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
 
     server = KafkaServer(config)
     network_idle = IdleClock(records_idle=True)  # the event loop's select() time, on /metrics
-    BrokerMetrics.for_registry().network_idle = network_idle
+    BrokerMetrics.shared().network_idle = network_idle
     try:
         with asyncio.Runner(loop_factory=timed_loop_factory(network_idle)) as runner:
             runner.run(server.run_until_signalled())

@@ -48,7 +48,7 @@ def finish_request(ctx: Any, result: Any, handler_ns: int) -> int:
         if isinstance(result, dict) and "throttle_time" in result:
             result["throttle_time"] = max(int(result["throttle_time"] or 0), throttle)
         if metrics is not None:
-            metrics.throttled.labels(quota_type="any").inc()
+            metrics.count_throttled("any")
     return throttle
 
 
@@ -124,7 +124,7 @@ async def admit_connection(services: Any, listener: str, ip: str) -> bool:
         metrics = getattr(services, "metrics", None)
         if metrics is not None:
             reason = "rate" if "rate" in exc.reason else "count"
-            metrics.connections_rejected.labels(listener=listener, reason=reason).inc()
+            metrics.count_rejected_connection(listener, reason)
         return False
     return True
 

@@ -224,7 +224,7 @@ async def _start_broker(server: KafkaServer, node: KRaftNode, cluster_id: str) -
         cfg.log_dirs, make_config_for(cfg, loader), scheduler=server.scheduler, server_config=cfg.values
     )
     server.log_manager.lock_dirs()
-    BrokerMetrics.for_registry().bind_log_manager(server.log_manager)  # recovery progress on /metrics
+    BrokerMetrics.shared().bind_log_manager(server.log_manager)  # recovery progress on /metrics
     await asyncio.to_thread(server.log_manager.load_logs)
     reg_timeout = int(cfg["initial.broker.registration.timeout.ms"]) / 1000
     node.remote = RemoteController(

@@ -6,7 +6,8 @@ CRC32C(metrics + interval) XOR the instance id's hash, so it changes exactly whe
 subscription does and a client can detect drift. A client may push once per interval — a
 push is always accepted right after a GetTelemetrySubscriptions — and anything earlier is
 refused with THROTTLING_QUOTA_EXCEEDED and the remaining wait as throttle_time_ms. Pushed
-OTLP metrics are kept per instance and exported on the broker's /metrics endpoint.
+OTLP metrics are kept per instance and exported on the broker's /metrics endpoint
+(kopfka.metrics.exposition.TelemetryCollector).
 """
 
 from __future__ import annotations
@@ -21,8 +22,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import crc32c
-from prometheus_client.core import Metric as PromMetric
-from prometheus_client.registry import Collector
 
 from kopfka.metadata.image import MetadataDelta, MetadataImage
 from kopfka.protocol import compression
@@ -84,8 +83,8 @@ def prometheus_name(otlp_name: str) -> str:
     return "kafka_client_telemetry_" + _SANITIZE.sub("_", otlp_name)
 
 
-class ClientMetricsManager(Collector):
-    """Subscriptions from the metadata image; instances in an LRU cache; a Prometheus collector."""
+class ClientMetricsManager:
+    """Subscriptions from the metadata image; instances in an LRU cache; their pushed series."""
 
     name = "ClientMetricsManager"
 
@@ -265,22 +264,9 @@ class ClientMetricsManager(Collector):
                     else:
                         inst.series[(name, items)] = p.value
 
-    # --- Prometheus ---------------------------------------------------------------------------
-    def describe(self) -> list[Any]:
-        return []
-
-    def collect(self) -> Iterator[Any]:
-        families: dict[str, PromMetric] = {}
+    # --- export ------------------------------------------------------------------------------
+    def series(self) -> Iterator[tuple[str, dict[str, str], float]]:
+        """Each known instance's pushed series as (Prometheus name, labels, value), for /metrics."""
         for inst in list(self.instances.values()):
-            for (name, items), value in inst.series.items():
-                fam = families.get(name)
-                if fam is None:
-                    fam = families[name] = PromMetric(name, "Client telemetry pushed via KIP-714", "gauge")
-                fam.add_sample(name, dict(items), value)
-        yield from families.values()
-        pushes = PromMetric("kafka_server_client_metrics_instance_count", "Known client telemetry instances", "gauge")
-        pushes.add_sample("kafka_server_client_metrics_instance_count", {}, float(len(self.instances)))
-        yield pushes
-        thr = PromMetric("kafka_server_client_metrics_throttle", "Too-early telemetry pushes refused", "counter")
-        thr.add_sample("kafka_server_client_metrics_throttle_total", {}, float(self.throttled_pushes))
-        yield thr
+            for (name, items), value in list(inst.series.items()):
+                yield name, dict(items), value
