@@ -55,10 +55,18 @@ def console_main() -> int:
     kio registers hypothesis strategies for its types at import whenever hypothesis is importable
     (kio.static._phantom): ~0.2 s of CPU at every start of a node, spent on property-test support
     a node never uses. Where hypothesis is installed (a test environment), this process does
-    without it."""
+    without it. The dataclasses its command builds come from compiled code cached by an earlier
+    run (kopfka.dataclass_cache)."""
     if "hypothesis" not in sys.modules:
         sys.modules["hypothesis"] = None  # type: ignore[assignment]  # `import hypothesis` raises ImportError
-    return main()
+    from kopfka import dataclass_cache
+
+    argv = sys.argv[1:]
+    dataclass_cache.install(argv[0] if argv and argv[0] in SUBCOMMANDS else "kopfka")
+    try:
+        return main(argv)
+    finally:
+        dataclass_cache.save()
 
 
 if __name__ == "__main__":

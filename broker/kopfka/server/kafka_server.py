@@ -16,6 +16,7 @@ import signal
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from kopfka import dataclass_cache
 from kopfka.config.definitions import ConfigError
 from kopfka.config.server_config import KafkaConfig
 from kopfka.log import meta_properties
@@ -222,6 +223,14 @@ class KafkaServer:
                     log.info(
                         "[KafkaServer id=%d] %d startup objects frozen out of garbage collection", self.node_id, frozen
                     )
+                    cached = dataclass_cache.stats()
+                    if cached is not None:
+                        log.info(
+                            "[KafkaServer id=%d] %d dataclass methods compiled at start, %d from the cache",
+                            self.node_id,
+                            *cached,
+                        )
+                    dataclass_cache.save()  # what this start compiled, for the next one (if allowed)
                 await self._stopped.wait()
             else:
                 log.info("[KafkaServer id=%d] signalled while starting up", self.node_id)
