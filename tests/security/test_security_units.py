@@ -140,6 +140,18 @@ def test_jaas_parsing() -> None:
         assert 'a="b"' not in str(info.value)
 
 
+def test_credentials_never_show_in_a_repr() -> None:
+    """A JAAS entry's options (passwords, user_* entries) and a client's password stay out of
+    repr, so a log line or a traceback showing either object shows no secret."""
+    from kopfka.security.client import ClientSecurity
+
+    e = jaas.parse('org.apache.kafka.common.security.plain.PlainLoginModule required password="s3cr3t" user_x="pw2";')
+    c = ClientSecurity("SASL_PLAINTEXT", None, "SCRAM-SHA-512", "alice", "s3cr3t")
+    for shown in (repr(e), repr(c), str(c), f"{e!r} {[c]}"):
+        assert "s3cr3t" not in shown and "pw2" not in shown, shown
+    assert "alice" in repr(c) and "PlainLoginModule" in repr(e)  # the rest still shows
+
+
 def _cfg(**extra: str) -> KafkaConfig:
     raw = {
         "node.id": "1",

@@ -69,6 +69,8 @@ def one_of(*choices: str) -> Callable[[Any], str | None]:
 
 @dataclass(frozen=True)
 class ConfigKey:
+    """One config key's definition (Kafka's ConfigDef.ConfigKey): type, default, validator and doc."""
+
     name: str
     type: str
     default: Any
@@ -101,6 +103,8 @@ class ConfigKey:
 
 @dataclass
 class ConfigDef:
+    """Kafka's ConfigDef: the defined keys by name, which parse and validate raw values."""
+
     keys: dict[str, ConfigKey] = field(default_factory=dict)
 
     def define(self, name: str, type: str, default: Any, doc: str = "", **kw: Any) -> ConfigDef:

@@ -307,6 +307,8 @@ def interpolate(value: str, env: Mapping[str, str] | None = None) -> str:
 
 @dataclass
 class Listener:
+    """One entry of `listeners` (NAME://HOST:PORT); an empty host binds 0.0.0.0."""
+
     name: str
     host: str
     port: int

@@ -31,6 +31,8 @@ MAX_RECORDS_PER_USER_OP = 10_000  # Kafka's bound on one ACL operation
 
 @dataclass
 class AclResult:
+    """One CreateAcls binding's or DeleteAcls filter's outcome; `matched`: the ACLs the filter removed."""
+
     error: ErrorCode = ErrorCode.none
     message: str | None = None
     matched: list[StandardAcl] = field(default_factory=list)  # DeleteAcls: what the filter removed

@@ -31,12 +31,16 @@ MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
 
 @dataclass
 class QuotaAlteration:
+    """One entity of AlterClientQuotas with its (key, value) changes; a None value removes the key."""
+
     entity: Entity
     ops: list[tuple[str, float | None]]  # (key, value) ; None removes
 
 
 @dataclass
 class QuotaResult:
+    """One entity's AlterClientQuotas outcome."""
+
     entity: Entity
     error: ErrorCode = ErrorCode.none
     message: str | None = None

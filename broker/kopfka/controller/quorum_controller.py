@@ -69,6 +69,8 @@ STALL_FORGIVEN_ABOVE_S = 0.1  # a fencing pass this late found the loop stalled,
 
 @dataclass
 class CreateTopicSpec:
+    """One topic of CreateTopics: partitions and replication factor (-1: the default) or assignments, and configs."""
+
     name: str
     num_partitions: int = -1
     replication_factor: int = -1
@@ -78,6 +80,8 @@ class CreateTopicSpec:
 
 @dataclass
 class CreateTopicResult:
+    """One topic's CreateTopics outcome: an error, or its id, partition count, replication factor and configs."""
+
     name: str
     error: ErrorCode = ErrorCode.none
     message: str | None = None
@@ -100,6 +104,9 @@ class ResultEntry:
 
 @dataclass
 class HeartbeatResult:
+    """The controller's BrokerHeartbeat answer: whether the broker caught up with the metadata log, is fenced,
+    and should shut down."""
+
     is_caught_up: bool
     is_fenced: bool
     should_shutdown: bool
@@ -107,6 +114,8 @@ class HeartbeatResult:
 
 @dataclass
 class AlterPartitionResult:
+    """One partition's AlterPartition outcome: an error, or the leader, epochs and ISR now registered."""
+
     error: ErrorCode = ErrorCode.none
     leader: int = -1
     leader_epoch: int = -1
@@ -126,6 +135,8 @@ class PartitionOutcome:
 
 @dataclass
 class OngoingReassignment:
+    """A partition under reassignment (ListPartitionReassignments): its replicas and those being added and removed."""
+
     topic: str
     partition: int
     replicas: tuple[int, ...]

@@ -19,6 +19,8 @@ MECHANISM_NAMES = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
 
 @dataclass(frozen=True)
 class Upsertion:
+    """An AlterUserScramCredentials upsertion: user, mechanism, iterations, salt and the client's salted password."""
+
     name: str
     mechanism: int
     iterations: int
@@ -28,12 +30,16 @@ class Upsertion:
 
 @dataclass(frozen=True)
 class Deletion:
+    """An AlterUserScramCredentials deletion: a user's credential for one mechanism."""
+
     name: str
     mechanism: int
 
 
 @dataclass
 class UserResult:
+    """One user's AlterUserScramCredentials outcome."""
+
     user: str
     error: ErrorCode = ErrorCode.none
     message: str | None = None

@@ -23,12 +23,16 @@ from kopfka.storage.transaction_index import AbortedTxn
 
 @dataclass
 class _AbortedTxnState:
+    """An aborted transaction the cleaner has reached, with the last offset of its data it has read in this pass."""
+
     txn: AbortedTxn
     last_observed_batch_offset: int | None = None
 
 
 @dataclass
 class CleanedTransactionMetadata:
+    """The cleaner's transaction state for one clean: which batches to drop, which markers to keep (module doc)."""
+
     _aborted: list[tuple[int, int, AbortedTxn]] = field(default_factory=list)  # heap by first offset
     _ongoing_committed: set[int] = field(default_factory=set)
     _ongoing_aborted: dict[int, _AbortedTxnState] = field(default_factory=dict)

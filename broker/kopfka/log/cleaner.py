@@ -266,6 +266,8 @@ def _in_aborted_txn(header: BatchHeader, aborted: list[AbortedTxn]) -> bool:
 
 @dataclass
 class CleanerStats:
+    """Byte and message counters of the current clean, for the cleaner's log line and its last-clean stats."""
+
     bytes_read: int = 0  # by the recopy pass (the denominator of cleaner-recopy-percent)
     bytes_written: int = 0
     map_bytes_read: int = 0  # by the offset-map pass
@@ -281,6 +283,8 @@ class CleanerStats:
 
 @dataclass
 class CleanResult:
+    """The outcome of recopying one group of segments: the `.cleaned` segment and the earliest delete horizon."""
+
     segment: LogSegment | None  # the `.cleaned` segment, None if cancelled
     min_delete_horizon: int  # earliest horizon of a retained tombstone batch, or -1
 

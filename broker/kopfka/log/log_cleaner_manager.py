@@ -52,6 +52,8 @@ ABORTED = _Aborted()
 
 @dataclass(frozen=True)
 class Paused(LogCleaningState):
+    """Kafka's LogCleaningPaused: cleaning paused `count` times, each needing its own resume."""
+
     count: int
 
 

@@ -23,6 +23,8 @@ class MetaPropertiesError(Exception):
 
 @dataclass(frozen=True)
 class MetaProperties:
+    """The contents of a dir's meta.properties: the cluster, node and directory it was formatted for."""
+
     cluster_id: str
     node_id: int
     directory_id: str

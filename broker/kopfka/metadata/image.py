@@ -30,6 +30,8 @@ KRAFT_VERSION = "kraft.version"
 
 @dataclass(frozen=True)
 class PartitionRegistration:
+    """Kafka's PartitionRegistration: one partition's replicas, ISR, leader, epochs and reassignment/ELR state."""
+
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
     leader: int
@@ -120,6 +122,8 @@ def replica_dir_online(
 
 @dataclass(frozen=True)
 class TopicImage:
+    """A topic in the image: name, id and its partitions' registrations by partition id."""
+
     name: str
     topic_id: str
     partitions: Mapping[int, PartitionRegistration]
@@ -127,6 +131,8 @@ class TopicImage:
 
 @dataclass(frozen=True)
 class BrokerRegistration:
+    """Kafka's BrokerRegistration: a registered broker's epoch, endpoints, rack, fencing state and log dirs."""
+
     broker_id: int
     epoch: int
     incarnation_id: str
@@ -147,6 +153,8 @@ class BrokerRegistration:
 
 @dataclass(frozen=True)
 class Provenance:
+    """Kafka's MetadataProvenance: offset, epoch and append time of the last batch an image contains (-1: none)."""
+
     last_offset: int = -1
     last_epoch: int = -1
     last_log_time_ms: int = -1
@@ -154,6 +162,9 @@ class Provenance:
 
 @dataclass(frozen=True)
 class MetadataImage:
+    """Kafka's MetadataImage: the cluster state replayed from the metadata log;
+    immutable, so readers never see a partial update."""
+
     provenance: Provenance = Provenance()
     features: Mapping[str, int] = field(default_factory=lambda: EMPTY_MAP)
     brokers: Mapping[int, BrokerRegistration] = field(default_factory=lambda: EMPTY_MAP)

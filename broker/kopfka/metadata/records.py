@@ -47,6 +47,8 @@ _REGISTRY: dict[int, type[MetadataRecord]] = {}
 
 @dataclass(frozen=True)
 class MetadataRecord:
+    """Base of the metadata log's records; each subclass registers under its TYPE (Kafka's api key)."""
+
     TYPE: ClassVar[int] = -1
     VERSION: ClassVar[int] = 0
 
@@ -59,6 +61,8 @@ class MetadataRecord:
 
 @dataclass(frozen=True)
 class FeatureLevelRecord(MetadataRecord):
+    """A finalized feature level (metadata.version among them); level 0 removes the feature (not metadata.version)."""
+
     TYPE: ClassVar[int] = 12
     name: str
     feature_level: int
@@ -66,6 +70,8 @@ class FeatureLevelRecord(MetadataRecord):
 
 @dataclass(frozen=True)
 class Endpoint:
+    """A listener a broker or controller registers: name, host, port and security protocol by name."""
+
     name: str
     host: str
     port: int
@@ -74,6 +80,8 @@ class Endpoint:
 
 @dataclass(frozen=True)
 class RegisterBrokerRecord(MetadataRecord):
+    """A broker's registration for one epoch: its endpoints, rack, state, log dirs and supported features."""
+
     TYPE: ClassVar[int] = 0
     broker_id: int
     incarnation_id: str
@@ -89,6 +97,8 @@ class RegisterBrokerRecord(MetadataRecord):
 
 @dataclass(frozen=True)
 class UnregisterBrokerRecord(MetadataRecord):
+    """Removes a broker's registration, if it is still the one of `broker_epoch`."""
+
     TYPE: ClassVar[int] = 1
     broker_id: int
     broker_epoch: int
@@ -109,6 +119,8 @@ class BrokerRegistrationChangeRecord(MetadataRecord):
 
 @dataclass(frozen=True)
 class TopicRecord(MetadataRecord):
+    """Creates a topic: its name and topic id; its partitions follow as PartitionRecords."""
+
     TYPE: ClassVar[int] = 2
     name: str
     topic_id: str
@@ -116,6 +128,8 @@ class TopicRecord(MetadataRecord):
 
 @dataclass(frozen=True)
 class PartitionRecord(MetadataRecord):
+    """One partition's full registration: replicas, ISR, leader and epochs, reassignment and ELR state."""
+
     TYPE: ClassVar[int] = 3
     partition_id: int
     topic_id: str
@@ -163,12 +177,16 @@ class ConfigRecord(MetadataRecord):
 
 @dataclass(frozen=True)
 class RemoveTopicRecord(MetadataRecord):
+    """Deletes a topic, its partitions and its topic config."""
+
     TYPE: ClassVar[int] = 9
     topic_id: str
 
 
 @dataclass(frozen=True)
 class ClientQuotaRecord(MetadataRecord):
+    """Sets (or, with value None, removes) one quota key of a client quota entity."""
+
     TYPE: ClassVar[int] = 14
     entity: tuple[tuple[str, str | None], ...]
     key: str
@@ -190,6 +208,8 @@ class UserScramCredentialRecord(MetadataRecord):
 
 @dataclass(frozen=True)
 class RemoveUserScramCredentialRecord(MetadataRecord):
+    """Deletes a user's SCRAM credential for one mechanism."""
+
     TYPE: ClassVar[int] = 22
     name: str
     mechanism: int
@@ -212,12 +232,16 @@ class AccessControlEntryRecord(MetadataRecord):
 
 @dataclass(frozen=True)
 class RemoveAccessControlEntryRecord(MetadataRecord):
+    """Deletes the ACL with this id."""
+
     TYPE: ClassVar[int] = 19
     id: str
 
 
 @dataclass(frozen=True)
 class ProducerIdsRecord(MetadataRecord):
+    """A producer id block given to a broker: `next_producer_id` is where the next block starts."""
+
     TYPE: ClassVar[int] = 15
     broker_id: int
     broker_epoch: int
@@ -226,17 +250,23 @@ class ProducerIdsRecord(MetadataRecord):
 
 @dataclass(frozen=True)
 class BeginTransactionRecord(MetadataRecord):
+    """Opens a metadata transaction (KIP-868): the records up to its EndTransactionRecord apply together."""
+
     TYPE: ClassVar[int] = 23
     name: str = ""
 
 
 @dataclass(frozen=True)
 class EndTransactionRecord(MetadataRecord):
+    """Closes a metadata transaction: its records are applied as one delta."""
+
     TYPE: ClassVar[int] = 24
 
 
 @dataclass(frozen=True)
 class AbortTransactionRecord(MetadataRecord):
+    """Aborts a metadata transaction: its records are discarded; `reason` is logged."""
+
     TYPE: ClassVar[int] = 25
     reason: str = ""
 
@@ -252,6 +282,9 @@ class ClearElrRecord(MetadataRecord):
 
 @dataclass(frozen=True)
 class NoOpRecord(MetadataRecord):
+    """Kafka's no-op record (KIP-835: its controller writes one periodically so the log keeps advancing);
+    replay ignores it."""
+
     TYPE: ClassVar[int] = 20
 
 
@@ -266,6 +299,8 @@ class FenceBrokerRecord(MetadataRecord):
 
 @dataclass(frozen=True)
 class UnfenceBrokerRecord(MetadataRecord):
+    """Unfences a broker (written by Kafka before 3.3-IV3; kopfka writes BrokerRegistrationChangeRecord)."""
+
     TYPE: ClassVar[int] = 8
     id: int
     epoch: int
@@ -287,12 +322,16 @@ class DelegationTokenRecord(MetadataRecord):
 
 @dataclass(frozen=True)
 class RemoveDelegationTokenRecord(MetadataRecord):
+    """Deletes a Kafka delegation token; kopfka keeps none and reads it only to replay a Kafka-written log."""
+
     TYPE: ClassVar[int] = 26
     token_id: str
 
 
 @dataclass(frozen=True)
 class ZkMigrationStateRecord(MetadataRecord):
+    """Kafka's ZooKeeper-migration state; read from a Kafka-written log and ignored."""
+
     TYPE: ClassVar[int] = 21
     zk_migration_state: int
 

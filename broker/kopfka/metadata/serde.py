@@ -51,6 +51,8 @@ class SerdeError(ValueError):
 # a field type: a primitive name, ("[]", element) for a compact array, or a tuple of F for a struct
 @dataclass(frozen=True)
 class F:
+    """One field of a metadata record schema: Kafka's name, type, first version, nullability and tag."""
+
     name: str
     type: Any
     since: int = 0
@@ -66,6 +68,8 @@ class F:
 
 @dataclass(frozen=True)
 class Schema:
+    """One metadata record type as Kafka's metadata/*.json defines it: api key, name, latest version, fields."""
+
     api_key: int
     name: str
     max_version: int

@@ -65,6 +65,8 @@ _SCALAR_CONVERTERS: dict[str, Callable[[Any], Any]] = {
 
 @dataclasses.dataclass(frozen=True)
 class _FieldPlan:
+    """How `build` fills one field of a kio entity: its name, whether it must be given, its default and converter."""
+
     name: str
     required: bool
     default: Any

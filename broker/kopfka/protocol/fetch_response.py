@@ -26,6 +26,8 @@ Chunk = bytes | RecordsRegion
 
 @dataclass
 class FetchPartitionOut:
+    """One partition of a FetchResponse for the hand encoder; `records` may be a file region sent with sendfile."""
+
     partition_index: int
     error_code: int = 0
     high_watermark: int = -1
@@ -40,6 +42,8 @@ class FetchPartitionOut:
 
 @dataclass
 class FetchTopicOut:
+    """One topic of a FetchResponse, by name (before v13) or topic id (v13+), with its partitions."""
+
     name: str
     topic_id: uuid.UUID | None
     partitions: list[FetchPartitionOut] = field(default_factory=list)

@@ -118,6 +118,8 @@ class FrameReceiver:
 
 @dataclass(frozen=True)
 class RequestHeader:
+    """The request header fields kopfka uses, and the header's size in the frame."""
+
     api_key: int
     api_version: int
     correlation_id: int
@@ -127,6 +129,8 @@ class RequestHeader:
 
 @dataclass
 class DecodedRequest:
+    """A decoded request frame: header, kio body (None for an unsupported version) and frame size."""
+
     header: RequestHeader
     body: Any | None  # the kio request entity; None when the version is unsupported
     frame_size: int

@@ -24,12 +24,16 @@ class ProduceDecodeError(ValueError):
 
 @dataclass(slots=True)
 class PartitionProduceData:
+    """One partition of a ProduceRequest; `records` is a view into the request frame (None: null records)."""
+
     index: int
     records: memoryview | None
 
 
 @dataclass(slots=True)
 class TopicProduceData:
+    """One topic of a ProduceRequest, by name (v3-v12) or topic id (v13+), with its partitions."""
+
     name: str | None
     topic_id: uuid.UUID | None
     partition_data: tuple[PartitionProduceData, ...]
@@ -37,6 +41,8 @@ class TopicProduceData:
 
 @dataclass(slots=True)
 class ProduceRequest:
+    """A decoded ProduceRequest whose record batches stay in the received frame (field names as kio's)."""
+
     transactional_id: str | None
     acks: int
     timeout: int  # ms

@@ -130,6 +130,8 @@ def quota_types_enabled(quotas: Mapping[Entity, float]) -> int:
 
 @dataclass
 class ClientSensors:
+    """The sensor a client's quota is recorded on, with the (user, client-id) tags of the quota it resolved to."""
+
     quota: Sensor
     tags: tuple[str, str]
 

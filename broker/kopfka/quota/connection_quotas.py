@@ -45,6 +45,8 @@ def parse_overrides(raw: str) -> dict[str, int]:
 
 @dataclass
 class ListenerState:
+    """One listener's open connections and counts of connections created, throttled and rejected."""
+
     count: int = 0
     rate: Sensor | None = None
     created: int = 0

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class MetricConfig:
+    """Kafka's MetricConfig as quotas use it: a Rate keeps `samples` windows of `window_ms` each."""
+
     samples: int = 11
     window_ms: int = 1000
 

@@ -53,6 +53,8 @@ FETCH_MAX_BYTES = 1 << 20
 
 @dataclass(frozen=True)
 class Voter:
+    """A KRaft voter: node id, directory id and the host and port of its controller listener."""
+
     node_id: int
     directory_id: str
     host: str
@@ -71,6 +73,8 @@ RECORD_OVERHEAD_BYTES = 24
 
 @dataclass
 class ReplicaState:
+    """The raft leader's view of one voter or observer, from its fetches (Kafka's LeaderState.ReplicaState)."""
+
     log_end_offset: int = -1
     last_fetch_ms: int = -1
     last_caught_up_ms: int = -1

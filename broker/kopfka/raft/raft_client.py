@@ -14,6 +14,8 @@ from kopfka.metadata.records import MetadataRecord
 
 @dataclass(frozen=True)
 class CommittedBatch:
+    """A committed batch of metadata records (or, `is_snapshot`, a whole image) as raft listeners receive it."""
+
     base_offset: int
     last_offset: int
     epoch: int
@@ -24,6 +26,8 @@ class CommittedBatch:
 
 @dataclass(frozen=True)
 class LeaderAndEpoch:
+    """Kafka's LeaderAndEpoch: the quorum's leader as this node knows it, and its epoch."""
+
     leader_id: int  # -1 when unknown
     epoch: int
 

@@ -28,6 +28,8 @@ RECORDS_PER_BATCH = 1000
 
 @dataclass(frozen=True, order=True)
 class SnapshotId:
+    """A snapshot's id: it holds every record before `end_offset`; ordered by offset, then epoch."""
+
     end_offset: int
     epoch: int
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kopfka.config.definitions import ConfigError
@@ -41,11 +41,13 @@ class AuthenticationError(ConnectionError):
 
 @dataclass(frozen=True)
 class ClientSecurity:
+    """How one of kopfka's own clients connects: security protocol, TLS context, SASL mechanism and credentials."""
+
     protocol: str = PLAINTEXT
     ssl_context: ssl.SSLContext | None = None
     mechanism: str | None = None
     username: str = ""
-    password: str = ""
+    password: str = field(default="", repr=False)  # never in a log line through repr
 
     @property
     def tls(self) -> bool:

@@ -21,9 +21,11 @@ _TOKEN = re.compile(r'\s*(?:"((?:[^"\\]|\\.)*)"|([^\s=;"]+)|(=)|(;))', re.S)
 
 @dataclass(frozen=True)
 class JaasEntry:
+    """One login module entry of sasl.jaas.config: module class, control flag and options."""
+
     module: str
     flag: str
-    options: dict[str, str] = field(default_factory=dict)
+    options: dict[str, str] = field(default_factory=dict, repr=False)  # passwords: never in a log line through repr
 
     def plain_users(self) -> dict[str, str]:
         return {k[5:]: v for k, v in self.options.items() if k.startswith("user_")}

@@ -17,6 +17,8 @@ USER_TYPE = "User"
 
 @dataclass(frozen=True)
 class KafkaPrincipal:
+    """Kafka's KafkaPrincipal: the `Type:name` identity a request is authorized as."""
+
     principal_type: str
     name: str
 
@@ -42,6 +44,8 @@ _PARSE = re.compile(_RULE)
 
 @dataclass(frozen=True)
 class _Rule:
+    """One ssl.principal.mapping.rules rule: DEFAULT (pattern None), or a pattern, replacement and L/U case."""
+
     pattern: re.Pattern[str] | None  # None = DEFAULT
     replacement: str = ""
     case: str = ""

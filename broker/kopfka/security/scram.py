@@ -34,6 +34,8 @@ class ScramError(Exception):
 
 @dataclass(frozen=True)
 class ScramCredential:
+    """A user's stored SCRAM credential for one mechanism: salt, StoredKey, ServerKey and iterations."""
+
     salt: bytes
     stored_key: bytes
     server_key: bytes

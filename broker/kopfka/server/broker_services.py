@@ -20,6 +20,8 @@ from kopfka.server.replica_manager import ReplicaManager
 
 @dataclass
 class BrokerServices:
+    """The broker's subsystems, wired once at startup and reached by every request handler."""
+
     config: KafkaConfig
     node_id: int
     cluster_id: str

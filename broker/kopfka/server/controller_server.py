@@ -49,6 +49,8 @@ SECURITY_PROTOCOL_IDS = {v: k for k, v in SECURITY_PROTOCOLS.items()}
 
 @dataclass
 class ControllerServices:
+    """What the controller listener's handlers reach: the raft client, the QuorumController and the authorizer."""
+
     node_id: int
     cluster_id: str
     raft: KafkaRaftClient

@@ -22,6 +22,8 @@ INVALID_SESSION_ID = 0
 
 @dataclass
 class CachedPartition:
+    """Kafka's CachedPartition: a session partition's last fetch request and the watermarks last sent for it."""
+
     topic: str
     partition: int
     topic_id: str | None
@@ -35,6 +37,8 @@ class CachedPartition:
 
 @dataclass
 class FetchSession:
+    """An incremental fetch session (KIP-227): its id, the epoch expected next, its partitions and last use."""
+
     session_id: int
     epoch: int
     partitions: dict[tuple[str, int], CachedPartition] = field(default_factory=dict)

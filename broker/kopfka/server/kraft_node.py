@@ -86,6 +86,9 @@ def _metadata_segment_bytes(cfg: KafkaConfig) -> int:
 
 @dataclass
 class KRaftNode:
+    """The KRaft side of one node: raft client, metadata loader, snapshot generator and, by role,
+    the controller with its listener or the channel to the active controller."""
+
     raft: KafkaRaftClient
     loader: MetadataLoader
     controller: QuorumController | None = None

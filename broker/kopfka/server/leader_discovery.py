@@ -37,6 +37,8 @@ def enabled_in(config: KafkaConfig) -> bool:
 
 @dataclass(frozen=True)
 class NodeEndpoint:
+    """A leader's endpoint on the request's listener, for a KIP-951 response's node endpoints."""
+
     node_id: int
     host: str
     port: int
@@ -48,6 +50,8 @@ class NodeEndpoint:
 
 @dataclass(frozen=True)
 class CurrentLeader:
+    """A partition's current leader id and epoch for a KIP-951 error, with its endpoint on this listener if any."""
+
     leader_id: int
     leader_epoch: int
     node: NodeEndpoint | None

@@ -42,6 +42,8 @@ class PendingIsrChange:
 
 @dataclass
 class Partition:
+    """Kafka's Partition: this broker's replica of one topic partition, its log and leadership/ISR state."""
+
     topic: str
     partition: int
     topic_id: str

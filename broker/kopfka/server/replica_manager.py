@@ -38,6 +38,8 @@ INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 @dataclass
 class ProduceResult:
+    """One partition's produce outcome: error and message, or the assigned offsets, append time and log start."""
+
     error: ErrorCode = ErrorCode.none
     base_offset: int = -1
     log_append_time_ms: int = -1
@@ -48,6 +50,8 @@ class ProduceResult:
 
 @dataclass
 class FetchRequestPartition:
+    """One partition of a fetch: offset, byte limit, and the epochs for fencing and divergence checks."""
+
     tp: TopicPartition
     fetch_offset: int
     max_bytes: int
@@ -57,6 +61,8 @@ class FetchRequestPartition:
 
 @dataclass
 class FetchPartitionData:
+    """One partition's fetch result: error, watermarks, records, aborted transactions and diverging epoch."""
+
     error: ErrorCode = ErrorCode.none
     high_watermark: int = -1
     last_stable_offset: int = -1
@@ -72,6 +78,8 @@ class FetchPartitionData:
 
 @dataclass
 class ReplicaManager:
+    """Kafka's ReplicaManager: this broker's partitions, kept in step with the metadata image."""
+
     node_id: int
     log_manager: LogManager
     partitions: dict[TopicPartition, Partition] = field(default_factory=dict)

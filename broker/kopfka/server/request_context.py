@@ -13,6 +13,8 @@ if TYPE_CHECKING:
 
 @dataclass
 class RequestContext:
+    """Kafka's RequestContext: one request's header, connection and principal, with the broker's services."""
+
     api_key: int
     api_version: int
     correlation_id: int

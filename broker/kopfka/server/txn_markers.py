@@ -25,6 +25,8 @@ TopicPartition = tuple[str, int]
 
 @dataclass(frozen=True)
 class TxnMarker:
+    """One WriteTxnMarkers marker: the producer, coordinator epoch, COMMIT or ABORT and the partitions it goes to."""
+
     producer_id: int
     producer_epoch: int
     coordinator_epoch: int

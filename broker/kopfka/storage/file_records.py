@@ -64,6 +64,8 @@ class LogOffsetPosition:
 
 @dataclass(frozen=True, slots=True)
 class TimestampAndOffset:
+    """Kafka's FileRecords.TimestampAndOffset: a ListOffsets answer (timestamp, offset, leader epoch or None)."""
+
     timestamp: int
     offset: int
     leader_epoch: int | None = None

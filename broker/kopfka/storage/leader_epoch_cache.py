@@ -22,6 +22,8 @@ UNDEFINED_EPOCH_OFFSET = -1
 
 @dataclass(frozen=True, slots=True)
 class EpochEntry:
+    """A leader epoch and the first offset written in it (one line of leader-epoch-checkpoint)."""
+
     epoch: int
     start_offset: int
 

@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class LoadedLogOffsets:
+    """What loading a log settled on: log start offset, recovery point and next offset (with its position)."""
+
     log_start_offset: int
     recovery_point: int
     next_offset_metadata: LogOffsetMetadata

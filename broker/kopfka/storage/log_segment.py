@@ -57,6 +57,9 @@ class LogOffsetMetadata:
 
 @dataclass(slots=True)
 class FetchDataInfo:
+    """Kafka's FetchDataInfo: where a read starts, its byte slice (None: nothing to send),
+    whether the first batch did not fit, and the aborted transactions a READ_COMMITTED fetch must skip."""
+
     fetch_offset_metadata: LogOffsetMetadata
     records: FileSlice | None
     first_entry_incomplete: bool = False
@@ -65,6 +68,8 @@ class FetchDataInfo:
 
 @dataclass(frozen=True, slots=True)
 class RollParams:
+    """Kafka's RollParams: the config limits and the append's size, offsets and time that decide a segment roll."""
+
     max_segment_ms: int
     max_segment_bytes: int
     max_timestamp_in_messages: int

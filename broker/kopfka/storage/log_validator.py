@@ -69,6 +69,8 @@ class RecordValidationError(KafkaError):
 
 @dataclass
 class ValidationResult:
+    """One append after validation: the bytes to write, their batches, assigned offsets, timestamps and counts."""
+
     records: bytearray | memoryview
     batches: list[BatchHeader] = field(default_factory=list)
     first_offset: int = -1

@@ -18,6 +18,8 @@ _REL = struct.Struct(">i")
 
 @dataclass(frozen=True, slots=True)
 class OffsetPosition:
+    """An offset index entry: an absolute offset and its byte position in the segment's .log."""
+
     offset: int
     position: int
 

@@ -70,6 +70,8 @@ def in_sequence(last_seq: int, next_seq: int) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class BatchMetadata:
+    """Sequence range, offsets and timestamp of one retained batch of a producer, for duplicate detection."""
+
     last_seq: int
     last_offset: int
     offset_delta: int
@@ -86,6 +88,8 @@ class BatchMetadata:
 
 @dataclass(slots=True)
 class ProducerStateEntry:
+    """Kafka's ProducerStateEntry: one producer id's epoch, last batches and ongoing transaction start."""
+
     producer_id: int
     producer_epoch: int = NO_PRODUCER_EPOCH
     coordinator_epoch: int = -1
@@ -161,6 +165,8 @@ class ProducerStateEntry:
 
 @dataclass(frozen=True, slots=True)
 class CompletedTxn:
+    """A transaction ended by a marker: its producer, first offset, marker offset and whether it aborted."""
+
     producer_id: int
     first_offset: int
     last_offset: int
@@ -169,6 +175,8 @@ class CompletedTxn:
 
 @dataclass(slots=True)
 class TxnMetadata:
+    """An ongoing transaction in this log: producer and first offset; last offset once its marker is written."""
+
     producer_id: int
     first_offset: int
     last_offset: int | None = None

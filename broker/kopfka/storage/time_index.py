@@ -22,6 +22,8 @@ NO_TIMESTAMP = -1
 
 @dataclass(frozen=True, slots=True)
 class TimestampOffset:
+    """Kafka's TimestampOffset: a time index entry (T, O), T the largest timestamp at or before offset O."""
+
     timestamp: int
     offset: int
 

@@ -22,6 +22,8 @@ ENTRY_SIZE = _ENTRY.size  # 34
 
 @dataclass(frozen=True, slots=True)
 class AbortedTxn:
+    """Kafka's AbortedTxn: a transaction index entry, an aborted transaction's offset range and the LSO at its abort."""
+
     producer_id: int
     first_offset: int
     last_offset: int
@@ -39,6 +41,8 @@ class AbortedTxn:
 
 @dataclass(frozen=True, slots=True)
 class TxnIndexSearchResult:
+    """The aborted transactions a segment's index holds for a fetch range; complete: no later segment need be read."""
+
     aborted_transactions: list[AbortedTxn]
     is_complete: bool
 

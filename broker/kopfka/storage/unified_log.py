@@ -63,6 +63,8 @@ def now_ms() -> int:
 
 @dataclass(slots=True)
 class LogAppendInfo:
+    """Kafka's LogAppendInfo: the offsets, timestamps and size of one append; duplicate: a retried batch's originals."""
+
     first_offset: int
     last_offset: int
     max_timestamp: int

@@ -47,6 +47,8 @@ _SANITIZE = re.compile(r"[^a-zA-Z0-9_]")
 
 @dataclass
 class ClientInstance:
+    """A client instance (KIP-714): identity, effective subscription, push timing and the series it exported."""
+
     instance_id: uuid.UUID
     identity: dict[str, str]
     metrics: tuple[str, ...]

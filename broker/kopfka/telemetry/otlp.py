@@ -25,6 +25,8 @@ class OtlpError(ValueError):
 
 @dataclass
 class Point:
+    """One OTLP data point: attributes, value (a histogram's sum), histogram count and time."""
+
     attributes: dict[str, str]
     value: float  # gauge/sum value; histogram sum
     count: int = 0  # histogram count
@@ -33,6 +35,8 @@ class Point:
 
 @dataclass
 class Metric:
+    """One OTLP metric (gauge, sum or histogram) with its description, unit, temporality and points."""
+
     name: str
     kind: str
     description: str = ""
@@ -44,6 +48,8 @@ class Metric:
 
 @dataclass
 class MetricsData:
+    """One OTLP ResourceMetrics: the resource attributes and the metrics read under them."""
+
     resource: dict[str, str]
     metrics: list[Metric]
 

@@ -31,6 +31,8 @@ CONFIG_DEFAULTS = {METRICS: "", INTERVAL_MS: str(DEFAULT_INTERVAL_MS), MATCH: ""
 
 @dataclass(frozen=True)
 class Subscription:
+    """A client-metrics subscription (KIP-714): its name, metric prefixes, push interval and `match` selectors."""
+
     name: str
     metrics: tuple[str, ...]
     interval_ms: int

@@ -13,6 +13,8 @@ from kopfka.server.request_context import RequestContext
 
 @dataclass
 class RawResponse:
+    """A response already framed as chunks (bytes, and FileSlices to send with sendfile) and their total size."""
+
     chunks: list[Any]  # bytes | FileSlice; already framed (size prefix included)
     size: int
 

@@ -29,6 +29,8 @@ def next_epoch(epoch: int) -> int:
 
 @dataclass
 class ShareSession:
+    """A member's share session (KIP-932): its connection, the epoch expected next and its partitions."""
+
     group_id: str
     member_id: str
     connection: object
