@@ -193,14 +193,16 @@ def test_cleaner_metrics_after_compaction(tmp_path: Path) -> None:
             proc.bootstrap,
             topic,
             1,
-            **{"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"},
+            # segments large enough for the whole workload (~2.3 MB; the broker's test default is 1 MiB)
+            **{"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01", "segment.bytes": str(16 << 20)},
         )
         recs = workload(5, keys=300, versions=5)
         produce(proc.bootstrap, topic, recs)
         # The whole workload is in the active segment; segment.ms then rolls it on the next append,
-        # so exactly one clean runs, over all of it. (With small segments, a clean of a segment
-        # that held only latest versions (recopy 100%) could follow the one that dropped data
-        # within 0.1 s, and the gauge of the last clean never showed the drop: seen on 3 workers.)
+        # so exactly one clean runs, over all of it. (With 1 MiB segments the workload rolled two
+        # segments while it was produced: a clean of the first dropped data, and a later one of
+        # segments holding only latest versions and fillers (recopy 100%) became the last clean the
+        # gauge shows: `assert 100.0 < 95`, 3 of 30 runs on three workers.)
         admin = AdminClient({"bootstrap.servers": proc.bootstrap})
         alter = ConfigResource(
             "topic",

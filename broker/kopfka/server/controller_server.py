@@ -58,6 +58,11 @@ class ControllerServices:
     quota_manager: Any = None  # the network layer's connection quotas do not apply here
     authorizer: StandardAuthorizer | None = None  # over the controller's own image
 
+    def built(self, name: str) -> None:
+        """No coordinator lives behind the controller listener (BrokerServices.built's counterpart,
+        which a closing connection asks for its share-partition manager)."""
+        return None
+
 
 # answered to any authenticated peer; everything else on the controller listener is node-to-node
 # traffic (raft, lifecycle, requests forwarded by brokers after their own ACL checks) and needs
