@@ -136,11 +136,34 @@ def save() -> bool:
 def warm(timeout_s: float = 60.0) -> int:
     """Start an embedded node on a free loopback port, ask it for ApiVersions and Metadata as a
     client's first requests do, stop it: its cache then holds what a node's start compiles."""
+    import asyncio
     import socket
-    import struct
     import subprocess
     import tempfile
-    import time
+
+    from kopfka.client.connection import KafkaConnection
+
+    async def first_requests(bootstrap: str, node: subprocess.Popen[bytes]) -> bool:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            try:
+                conn = await KafkaConnection.open(bootstrap, timeout=timeout_s)
+                break
+            except OSError:
+                if node.poll() is not None or loop.time() > deadline:
+                    return False
+                await asyncio.sleep(0.05)
+        try:
+            await conn.request(18, 3, {"client_software_name": "kopfka-warm", "client_software_version": "1"})
+            await conn.request(
+                3,
+                12,
+                {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False},
+            )
+        finally:
+            await conn.close()
+        return True
 
     with tempfile.TemporaryDirectory(prefix="kopfka-warm-") as tmp, socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -150,29 +173,13 @@ def warm(timeout_s: float = 60.0) -> int:
         cmd = [sys.executable, "-m", "kopfka.cli.main", "serve", "--data-dir", tmp, "--listen", f"127.0.0.1:{port}"]
         node = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            deadline = time.monotonic() + timeout_s
-            while True:
-                try:
-                    conn = socket.create_connection(("127.0.0.1", port), timeout=timeout_s)
-                    break
-                except OSError:
-                    if node.poll() is not None or time.monotonic() > deadline:
-                        print("kopfka: the warm-up node did not start", file=sys.stderr)
-                        return 1
-                    time.sleep(0.05)
-            with conn, conn.makefile("rb") as answers:
-                for api_key, version, body in ((18, 3, b"\x0ckopfka-warm\x021\x00"), (3, 12, b"\x00\x01\x00\x00")):
-                    header = struct.pack(">hhih", api_key, version, 1, 4) + b"warm\x00"
-                    conn.sendall(struct.pack(">i", len(header) + len(body)) + header + body)
-                    head = answers.read(4)  # a buffered reader reads whole sizes
-                    size = int.from_bytes(head, "big") if len(head) == 4 else -1
-                    if size < 0 or len(answers.read(size)) < size:
-                        print("kopfka: the warm-up node closed the connection", file=sys.stderr)
-                        return 1
+            answered = asyncio.run(first_requests(f"127.0.0.1:{port}", node))
         finally:
             node.terminate()
             node.wait(timeout_s)
-    return 0 if node.returncode == 0 else 1
+    if not answered:
+        print("kopfka: the warm-up node did not start", file=sys.stderr)
+    return 0 if answered and node.returncode == 0 else 1
 
 
 if __name__ == "__main__":

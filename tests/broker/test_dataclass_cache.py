@@ -184,3 +184,25 @@ def test_nothing_is_written_where_python_writes_no_bytecode(tmp_path: Path, monk
         assert proc.stop() == 0
     assert compiled > 300 and cached < compiled / 4  # only texts repeated within this start
     assert not list(prefix.rglob("dataclass-methods.*"))
+
+
+def test_the_warm_up_leaves_a_cache_a_nodes_start_needs_nothing_beyond(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`python -m kopfka.dataclass_cache` (the test command's and the image's step) writes the
+    cache even under PYTHONDONTWRITEBYTECODE, and a node started after it compiles nothing."""
+    import subprocess
+
+    prefix = tmp_path / "pycache"
+    monkeypatch.setenv("PYTHONPYCACHEPREFIX", str(prefix))
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.delenv("KOPFKA_DATACLASS_CACHE", raising=False)
+    warm = subprocess.run([sys.executable, "-m", "kopfka.dataclass_cache"], capture_output=True, text=True, timeout=120)
+    assert warm.returncode == 0, warm.stderr
+    assert list(prefix.rglob("dataclass-methods.serve.*.marshal"))
+    proc = KopfkaProcess(tmp_path / "data").start(timeout=60)
+    try:
+        compiled, cached = _start_figures(proc, 0)
+    finally:
+        proc.kill()
+    assert compiled == 0 and cached > 300

@@ -7,22 +7,18 @@ as "Task exception was never retrieved" once collected: seen in a clean restart 
 from __future__ import annotations
 
 import asyncio
-import struct
 
+from kopfka.client.connection import KafkaConnection
 from kopfka.server.controller_server import ControllerNetworkServer, ControllerServices
 
-API_VERSIONS_V3 = struct.pack(">hhih", 18, 3, 7, 4) + b"test\x00" + b"\x06probe\x021\x00"
 
-
-async def answered_connection(server: ControllerNetworkServer, port: int) -> tuple[asyncio.StreamWriter, object]:
+async def answered_connection(server: ControllerNetworkServer, port: int) -> tuple[KafkaConnection, object]:
     """A client connection that got its ApiVersions answer, and the server side's Connection."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(struct.pack(">i", len(API_VERSIONS_V3)) + API_VERSIONS_V3)
-    (size,) = struct.unpack(">i", await reader.readexactly(4))
-    (correlation_id,) = struct.unpack(">i", (await reader.readexactly(size))[:4])
-    assert correlation_id == 7
+    client = await KafkaConnection.open(f"127.0.0.1:{port}")
+    resp = await client.request(18, 3, {"client_software_name": "probe", "client_software_version": "1"})
+    assert resp.error_code == 0 and resp.api_keys
     (conn,) = server.connections
-    return writer, conn
+    return client, conn
 
 
 async def test_controller_connection_tasks_end_without_an_exception() -> None:
@@ -30,14 +26,14 @@ async def test_controller_connection_tasks_end_without_an_exception() -> None:
     server = ControllerNetworkServer(services, max_request_bytes=1 << 20)
     _, port = await server.start_listener("CONTROLLER", "127.0.0.1", 0)
     try:
-        writer, conn = await answered_connection(server, port)
-        writer.close()  # the peer goes away
+        client, conn = await answered_connection(server, port)
+        await client.close()  # the peer goes away
         await asyncio.wait_for(conn._task, 5)  # type: ignore[attr-defined]  # raised AttributeError before
         assert conn._task.exception() is None  # type: ignore[attr-defined]
-        writer, conn = await answered_connection(server, port)
+        client, conn = await answered_connection(server, port)
         await server.close()  # the node shuts the listener down under the connection (cancelled)
         task = conn._task  # type: ignore[attr-defined]
         assert task.done() and (task.cancelled() or task.exception() is None)
-        writer.close()
+        await client.close()
     finally:
         await server.close()
