@@ -9,6 +9,13 @@ A partition being reassigned enters the model at its target replicas and marked 
 (the planner leaves it alone, and counts it where it is going); a replica being moved between
 dirs, at its target dir. So a plan made halfway through equals the rest of the plan made at the
 start, and the mover needs no memory of its own.
+
+That holds only for a picture taken in one go. Metadata comes from a broker's image while
+ListPartitionReassignments is the controller's word, so a reassignment that ends between the two
+reads shows in Metadata at all its old and new replicas with nothing under way: a plan on that
+sees a partition one replica too many and moves a replica again. The reassignments are therefore
+read before and after Metadata; any that started or ended meanwhile, or that Metadata does not
+show yet, are `settling`, and the mover plans on the next read instead.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ class ClusterState:
     isr: Mapping[TopicPartition, tuple[int, ...]]
     leaders: Mapping[TopicPartition, int]
     replica_bytes: Mapping[tuple[TopicPartition, int], int] = field(default_factory=dict)  # current logs
+    settling: tuple[TopicPartition, ...] = ()  # reassignments that changed while the cluster was read
 
     def reassignment_bytes_left(self) -> int:
         """What the replicas being added still have to copy (by log size against the leader's)."""
@@ -54,8 +62,14 @@ class ClusterState:
 
 
 async def read_cluster(admin: Admin, nodes: NodeAdmin) -> ClusterState:
+    before = await admin.list_partition_reassignments()
     brokers, topics, _ = await admin.metadata(None)
     ongoing = await admin.list_partition_reassignments()
+    shown = {(t.name, p.partition): set(p.replicas) for t in topics for p in t.partitions}
+    settling = sorted(
+        set(before.keys() ^ ongoing.keys())
+        | {tp for tp, r in ongoing.items() if shown.get(tp) != set(r.replicas)}  # Metadata lags behind
+    )
     addresses = {b: f"{host}:{port}" for b, (host, port, _rack) in brokers.items()}
     described: dict[int, list[LogDirInfo]] = {}
     for b in sorted(brokers):
@@ -121,5 +135,12 @@ async def read_cluster(admin: Admin, nodes: NodeAdmin) -> ClusterState:
         for (tp, b), (path, size) in sorted(future.items())
     )
     return ClusterState(
-        ClusterModel(tuple(model_brokers), tuple(partitions)), addresses, ongoing, dir_moves, isr, leaders, size_on
+        ClusterModel(tuple(model_brokers), tuple(partitions)),
+        addresses,
+        ongoing,
+        dir_moves,
+        isr,
+        leaders,
+        size_on,
+        tuple(settling),
     )

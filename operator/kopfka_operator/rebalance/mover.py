@@ -116,6 +116,11 @@ class Mover:
         missing = sorted(goal.add_brokers - live)
         if missing:
             return False, f"waiting for broker(s) {','.join(map(str, missing))} to register"
+        if state.settling:
+            return False, (
+                f"reassignment(s) of {_names(state.settling)} started or ended while the cluster was read;"
+                " the next step plans on settled metadata"
+            )
         goal = _as_reported(goal, state)
         try:
             plan = self.last_plan = plan_rebalance(state.model, goal, self.settings.plan_options)
