@@ -108,12 +108,13 @@ def test_partitioned_voter_does_not_disrupt_the_quorum_on_return(tmp_path: Path)
         leader = c.leader()
         epoch = int(_quorum(leader).leader_epoch)
         victim = next(n for n in c.controllers if n is not leader)
+        logged_before = len(victim.log_text())  # the first election may have asked for pre-votes too
         (victim.dir / "isolated").touch()
         # several fetch timeouts (2 s) and election timeouts (0.8-1.6 s) without the quorum
         time.sleep(9)
         cut_off = _quorum(victim)
         assert int(cut_off.leader_epoch) == epoch, "the cut-off voter raised its epoch"
-        assert victim.alive and "pre-votes" in victim.log_text()
+        assert victim.alive and "pre-votes" in victim.log_text()[logged_before:]
         (victim.dir / "isolated").unlink()
 
         def rejoined() -> bool:
@@ -128,7 +129,7 @@ def test_partitioned_voter_does_not_disrupt_the_quorum_on_return(tmp_path: Path)
         assert (int(q.leader_id), int(q.leader_epoch)) == (leader.node_id, epoch), "the leader was disrupted"
         back = _quorum(victim)
         assert (int(back.leader_id), int(back.leader_epoch)) == (leader.node_id, epoch)
-        assert "starting election" not in victim.log_text().split("pre-votes", 1)[1]
+        assert "starting election" not in victim.log_text()[logged_before:]
     finally:
         c.stop()
 
