@@ -8,10 +8,12 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from transactions.forensics import replica_report
 from transactions.helpers import read_values
 
 WORKER = Path(__file__).with_name("eos_worker.py")
@@ -62,11 +64,31 @@ class Worker:
         assert rc == 0, f"worker exited {rc}:\n{self.log.read_text()[-3000:]}"
 
 
-def audit(bootstrap: str, n: int, partitions: int, *, aborted_in_log: bool = False) -> None:
+def audit(
+    bootstrap: str,
+    n: int,
+    partitions: int,
+    *,
+    aborted_in_log: bool = False,
+    node_dirs: Iterable[Path] = (),
+    progress: Path | None = None,
+) -> None:
+    """Exactly once in what read_committed delivers. On a failure it says more: what a second
+    client (kafka-python) reads, the worker's history, and each replica of the partitions
+    concerned as it lies on disk (`node_dirs`)."""
     committed = read_values("confluent", bootstrap, OUT, partitions, committed=True, timeout=60)
     missing = Counter(f"out-{i}" for i in range(n)) - Counter(committed)
     duplicated = Counter(committed) - Counter(f"out-{i}" for i in range(n))
-    assert not missing and not duplicated, f"missing {sorted(missing)[:10]}, duplicated {sorted(duplicated)[:10]}"
+    if missing or duplicated:
+        other = Counter(read_values("kafka-python", bootstrap, OUT, partitions, committed=True, timeout=60))
+        wrong = {int(v.split("-")[1]) % partitions for v in [*missing, *duplicated]}  # out-<i> is in i % partitions
+        history = progress.read_text().replace("\n", "; ") if progress is not None and progress.exists() else "?"
+        raise AssertionError(
+            f"missing {sorted(missing)[:10]}, duplicated {sorted(duplicated)[:10]}\n"
+            f"kafka-python read_committed: missing {sorted(Counter(f'out-{i}' for i in range(n)) - other)[:10]},"
+            f" duplicated {sorted(other - Counter(f'out-{i}' for i in range(n)))[:10]}\n"
+            f"worker: {history}\n{replica_report(node_dirs, OUT, wrong, [*missing, *duplicated])}"
+        )
     if aborted_in_log:
         everything = read_values("confluent", bootstrap, OUT, partitions, committed=False, timeout=60)
         assert len(everything) > n, "the killed transaction's records are in the log (aborted)"

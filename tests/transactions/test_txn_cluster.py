@@ -86,7 +86,8 @@ def test_leader_and_coordinator_killed_in_a_3_broker_cluster(tmp_path: Path, wor
         wait_full_isr(c, OUT, timeout=90)
         _kill_and_restart(c, txn_coordinator, worker, "mid 10", "mid 13")  # and of another
         worker.wait_done(300)
-        audit(c.bootstrap(), N, 3, aborted_in_log=True)  # read_committed filters them on the new leaders
+        # read_committed filters them on the new leaders
+        audit(c.bootstrap(), N, 3, aborted_in_log=True, node_dirs=[b.dir for b in c.brokers], progress=worker.progress)
     finally:
         c.stop()
 
