@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "replication"))
 
 from harness import broker, create_topic, describe, new_cluster, wait_full_isr
 
-from transactions.eos import GROUP, IN, OUT, Worker, audit, feed
+from transactions.eos import DEBUG, GROUP, IN, OUT, Worker, audit, feed
 from transactions.helpers import wait_for_coordinator
 from transactions.raw import Txn
 
@@ -81,13 +81,13 @@ def test_leader_and_coordinator_killed_in_a_3_broker_cluster(tmp_path: Path, wor
         )
         txn_coordinator = txn_states[partition_for(txn_id, 3)].leader
         (other,) = {0, 1, 2} - {group_coordinator, txn_coordinator}
-        worker = workers(c.bootstrap(), tmp_path, "worker", txn_id, "--abort-every", "4")
+        worker = workers(c.bootstrap(), tmp_path, "worker", txn_id, "--abort-every", "4", *DEBUG)
         _kill_and_restart(c, other, worker, "mid 3", "mid 7")  # the leader of one output partition
         wait_full_isr(c, OUT, timeout=90)
         _kill_and_restart(c, txn_coordinator, worker, "mid 10", "mid 13")  # and of another
         worker.wait_done(300)
         # read_committed filters them on the new leaders
-        audit(c.bootstrap(), N, 3, aborted_in_log=True, node_dirs=[b.dir for b in c.brokers], progress=worker.progress)
+        audit(c.bootstrap(), N, 3, aborted_in_log=True, node_dirs=[b.dir for b in c.brokers], worker=worker)
     finally:
         c.stop()
 
