@@ -19,6 +19,12 @@ from groups.harness import Producer, Worker, assert_no_double_ownership, balance
 PARTITIONS = 6
 
 
+def _group_log(broker: KopfkaProcess, group: str) -> str:
+    """What the coordinator logged about the group: joins, static rejoins, rebalances and why."""
+    text = broker.log_path.read_text(errors="replace") if broker.log_path.exists() else ""
+    return "\n".join([line for line in text.splitlines() if group in line][-40:])
+
+
 def _owned_at(w: Worker, t: float) -> set[int]:
     owns = [e for e in w.events() if e["ev"] == "own" and e["t"] < t]
     return set(owns[-1]["parts"]) if owns else set()
@@ -94,8 +100,10 @@ def test_static_member_rejoin_within_session_timeout_causes_no_rebalance(broker:
                  f"static member {name} to get its partitions back", lambda ws=live: describe(ws))  # type: ignore[misc]
         time.sleep(1.0)
         assert other.owned() == other_owned
-        assert len([e for e in other.events() if e["ev"] in ("own", "assigned", "revoked")]) == other_events, \
-            f"the other member saw a rebalance when static member {name} came back"
+        assert len([e for e in other.events() if e["ev"] in ("own", "assigned", "revoked")]) == other_events, (
+            f"the other member saw a rebalance when static member {name} came back; the coordinator logged:\n"
+            + _group_log(broker, group)
+        )
         members[name] = new
     for w in live:
         w.stop()
