@@ -35,12 +35,13 @@ class Worker:
     def __init__(self, bootstrap: str, root: Path, label: str, txn_id: str = TXN_ID, *extra: str) -> None:
         self.progress = root / f"{label}.progress"
         self.log = root / f"{label}.log"
-        self.proc = subprocess.Popen(
-            [sys.executable, str(WORKER), bootstrap, IN, OUT, GROUP, txn_id, str(self.progress), *extra],
-            stdout=open(self.log, "ab"),
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
+        self.argv = [sys.executable, str(WORKER), bootstrap, IN, OUT, GROUP, txn_id, str(self.progress), *extra]
+        self.restarts = 0
+        self.proc = self._spawn()
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        return subprocess.Popen(self.argv, stdout=open(self.log, "ab"), stderr=subprocess.STDOUT, env=env)
 
     def lines(self) -> list[str]:
         try:
@@ -69,13 +70,30 @@ class Worker:
         self.proc.kill()
         self.proc.wait(10)
 
-    def wait_done(self, timeout: float = 180) -> None:
-        try:
-            rc = self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise AssertionError(f"worker still running after {timeout}s:\n{self.lines()[-5:]}") from None
-        assert rc == 0, f"worker exited {rc}:\n{self.story()}"
+    def wait_done(self, timeout: float = 180, *, restarts: int = 0) -> None:
+        """Waits for the worker to finish. With `restarts`, a worker whose producer hit a fatal
+        error (fenced after its own timeouts) is started again, as an exactly-once application
+        replaces its producer: the new one fences the old and resumes from the committed offsets,
+        and the audit still checks every record exactly once."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                rc = self.proc.wait(max(1.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                self.kill()
+                raise AssertionError(f"worker still running after {timeout}s:\n{self.lines()[-5:]}") from None
+            fatal = "FATAL" in self.log.read_text(errors="replace").split("== restarted ==")[-1]
+            if rc != 0 and fatal and self.restarts < restarts:
+                self.restarts += 1
+                print(f"worker {self.progress.stem}: fatal producer error, restarted:\n{self.story()}", flush=True)
+                with open(self.log, "a") as f:
+                    f.write("== restarted ==\n")
+                with open(self.progress, "a") as f:
+                    f.write("restarted after a fatal error\n")
+                self.proc = self._spawn()
+                continue
+            assert rc == 0, f"worker exited {rc}:\n{self.story()}"
+            return
 
 
 def audit(
