@@ -19,7 +19,7 @@ from transactions.helpers import read_values
 
 WORKER = Path(__file__).with_name("eos_worker.py")
 IN, OUT, GROUP, TXN_ID = "eos-in", "eos-out", "eos-g", "eos-tx"
-# librdkafka debug lines worth reading when a worker fails: leader changes, delegation, txn states
+# librdkafka debug lines worth reading when a worker fails: leader changes, delegation, txn errors
 STORY = re.compile(r"\|(LEADER|BRKDELGT|TXNERR|PIDSTATE)\||Error|error|timed out|fenced")
 DEBUG = ("--debug", "metadata,topic,eos")  # about 15% slower than without (28 -> 33 s in test_txn_cluster)
 
@@ -108,9 +108,10 @@ def audit(
     """Exactly once in what read_committed delivers. On a failure it says more: what a second
     client (kafka-python) reads, the worker's history, and each replica of the partitions
     concerned as it lies on disk (`node_dirs`)."""
+    expected = Counter(f"out-{i}" for i in range(n))
     committed = read_values("confluent", bootstrap, OUT, partitions, committed=True, timeout=60)
-    missing = Counter(f"out-{i}" for i in range(n)) - Counter(committed)
-    duplicated = Counter(committed) - Counter(f"out-{i}" for i in range(n))
+    missing = expected - Counter(committed)
+    duplicated = Counter(committed) - expected
     if missing or duplicated:
         other = Counter(read_values("kafka-python", bootstrap, OUT, partitions, committed=True, timeout=60))
         wrong = {int(v.split("-")[1]) % partitions for v in [*missing, *duplicated]}  # out-<i> is in i % partitions
@@ -119,8 +120,8 @@ def audit(
         replicas = replica_report(node_dirs, OUT, wrong, [*missing, *duplicated])
         raise AssertionError(
             f"missing {sorted(missing)[:10]}, duplicated {sorted(duplicated)[:10]}\n"
-            f"kafka-python read_committed: missing {sorted(Counter(f'out-{i}' for i in range(n)) - other)[:10]},"
-            f" duplicated {sorted(other - Counter(f'out-{i}' for i in range(n)))[:10]}\n"
+            f"kafka-python read_committed: missing {sorted(expected - other)[:10]},"
+            f" duplicated {sorted(other - expected)[:10]}\n"
             f"worker: {history}\n{story}\n{replicas}"
         )
     if aborted_in_log:

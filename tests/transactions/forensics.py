@@ -5,12 +5,12 @@ reader that skipped them."""
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterable
 from pathlib import Path
 
 from kopfka.protocol.record_codec import decode_records
 from kopfka.protocol.records import iter_batches
+from kopfka.storage.producer_state import read_end_txn_marker
 from kopfka.storage.transaction_index import TransactionIndex
 
 CONTROL = {0: "ABORT", 1: "COMMIT"}
@@ -20,15 +20,15 @@ def _batches(log: Path, wanted: set[str]) -> list[str]:
     """Batches that hold a wanted value, three either side of them, and every ABORT marker."""
     data = log.read_bytes()
     lines: list[tuple[bool, bool, str]] = []  # (holds a wanted value, is an ABORT marker, line)
-    for h in iter_batches(data):
-        records = decode_records(data, h)
-        values = [r.value.decode(errors="replace") for r in records if r.value is not None]
+    for h in iter_batches(data, allow_partial_tail=True):  # the brokers are still writing
         kind = ""
         if h.is_control:
-            key = records[0].key if records else None
-            kind = CONTROL.get(struct.unpack_from(">h", key, 2)[0], "?") if key and len(key) >= 4 else "?"
+            values = []
+            marker = read_end_txn_marker(data[h.position : h.position + h.size])
+            kind = CONTROL.get(marker[0], "?") if marker is not None else "?"
             what = f"{kind} marker"
         else:
+            values = [r.value.decode(errors="replace") for r in decode_records(data, h) if r.value is not None]
             what = " ".join(values[:6]) + (f" ... ({len(values)})" if len(values) > 6 else "")
         txn = " txn" if h.is_transactional else ""
         line = (

@@ -66,9 +66,11 @@ async def read_cluster(admin: Admin, nodes: NodeAdmin) -> ClusterState:
     brokers, topics, _ = await admin.metadata(None)
     ongoing = await admin.list_partition_reassignments()
     shown = {(t.name, p.partition): set(p.replicas) for t in topics for p in t.partitions}
-    settling = sorted(
-        set(before.keys() ^ ongoing.keys())
-        | {tp for tp, r in ongoing.items() if shown.get(tp) != set(r.replicas)}  # Metadata lags behind
+    settling = tuple(
+        sorted(
+            set(before.keys() ^ ongoing.keys())
+            | {tp for tp, r in ongoing.items() if shown.get(tp) != set(r.replicas)}  # Metadata lags behind
+        )
     )
     addresses = {b: f"{host}:{port}" for b, (host, port, _rack) in brokers.items()}
     described: dict[int, list[LogDirInfo]] = {}
@@ -142,5 +144,5 @@ async def read_cluster(admin: Admin, nodes: NodeAdmin) -> ClusterState:
         isr,
         leaders,
         size_on,
-        tuple(settling),
+        settling,
     )
